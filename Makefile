@@ -1,0 +1,31 @@
+# Set-up is part of every target: a fresh clone needs only `make test` or `make demo`.
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo lint bench clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -c constraints.txt -e '.[dev,torch]'
+	touch $(STAMP)
+
+test: $(STAMP) lint
+	$(VPY) -m pytest
+
+lint: $(STAMP)
+	$(VPY) -m ruff check src tests bench examples
+	$(VPY) -m mypy
+
+demo: $(STAMP)
+	$(VPY) examples/demo.py
+
+bench: $(STAMP)
+	$(VPY) bench/bench_compiler.py --quick
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

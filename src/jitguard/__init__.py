@@ -1,0 +1,157 @@
+"""jitguard: the guard layer of a JIT, standing on its own.
+
+Re-exports only; the code lives in ``jitguard._src``. Torch-only names are reached lazily
+(see [Note: Lazy integrations]).
+"""
+
+from ._src.checkpoints import Checkpointable as Checkpointable
+from ._src.checkpoints import GlobalContext as GlobalContext
+from ._src.checkpoints import GlobalContextCheckpointState as GlobalContextCheckpointState
+from ._src.checkpoints import GuardsCheckpointState as GuardsCheckpointState
+from ._src.checkpoints import ModuleContext as ModuleContext
+from ._src.checkpoints import ModuleContextCheckpointState as ModuleContextCheckpointState
+from ._src.config import config as config
+from ._src.contexts import CompileContext as CompileContext
+from ._src.contexts import GuardsContext as GuardsContext
+from ._src.contexts import GuardsSet as GuardsSet
+from ._src.contexts import HopDispatchSetCache as HopDispatchSetCache
+from ._src.contexts import HopSubgraphCache as HopSubgraphCache
+from ._src.contexts import InvokeSubgraphCache as InvokeSubgraphCache
+from ._src.contexts import TracingContext as TracingContext
+from ._src.contexts import active_fake_mode as active_fake_mode
+from ._src.contexts import compile_context as compile_context
+from ._src.contexts import detect_fake_mode as detect_fake_mode
+from ._src.contexts import tracing as tracing
+from ._src.errors import GuardCompileError as GuardCompileError
+from ._src.errors import GuardKindError as GuardKindError
+from ._src.errors import InvalidCompileIdError as InvalidCompileIdError
+from ._src.errors import JitGuardError as JitGuardError
+from ._src.errors import NoCompileContextError as NoCompileContextError
+from ._src.errors import NoTracingContextError as NoTracingContextError
+from ._src.errors import SourceError as SourceError
+from ._src.errors import UnreadableSourceError as UnreadableSourceError
+from ._src.global_state import GlobalState as GlobalState
+from ._src.global_state import global_states as global_states
+from ._src.global_state import register_global_state as register_global_state
+from ._src.guards import ChainedSource as ChainedSource
+from ._src.guards import DuplicateInputs as DuplicateInputs
+from ._src.guards import Guard as Guard
+from ._src.guards import GuardBuilderBase as GuardBuilderBase
+from ._src.guards import GuardEnvExpr as GuardEnvExpr
+from ._src.guards import GuardSource as GuardSource
+from ._src.guards import ShapeGuard as ShapeGuard
+from ._src.guards import SLoc as SLoc
+from ._src.guards import Source as Source
+from ._src.guards import StorageOverlap as StorageOverlap
+from ._src.ids import CA_COMPILE_ID_PATTERN as CA_COMPILE_ID_PATTERN
+from ._src.ids import COMPILE_ID_PATTERN as COMPILE_ID_PATTERN
+from ._src.ids import CompileId as CompileId
+from ._src.ids import TraceId as TraceId
+from ._src.integrations import register_loader as _register_loader
+from ._src.sources import AttrSource as AttrSource
+from ._src.sources import BackwardStateSource as BackwardStateSource
+from ._src.sources import CellContentsSource as CellContentsSource
+from ._src.sources import ClosureSource as ClosureSource
+from ._src.sources import CodeSource as CodeSource
+from ._src.sources import ConstantSource as ConstantSource
+from ._src.sources import ConstDictKeySource as ConstDictKeySource
+from ._src.sources import DefaultsSource as DefaultsSource
+from ._src.sources import EphemeralSource as EphemeralSource
+from ._src.sources import FSDPNNModuleSource as FSDPNNModuleSource
+from ._src.sources import GetItemSource as GetItemSource
+from ._src.sources import GlobalSource as GlobalSource
+from ._src.sources import GlobalStateSource as GlobalStateSource
+from ._src.sources import LocalSource as LocalSource
+from ._src.sources import NNModuleSource as NNModuleSource
+from ._src.sources import RandomValueSource as RandomValueSource
+from ._src.sources import ShapeEnvSource as ShapeEnvSource
+from ._src.sources import SyntheticLocalSource as SyntheticLocalSource
+from ._src.sources import TensorProperty as TensorProperty
+from ._src.sources import TensorPropertySource as TensorPropertySource
+from ._src.sources import TypeSource as TypeSource
+from ._src.sources import UnspecializedBuiltinNNModuleSource as UnspecializedBuiltinNNModuleSource
+from ._src.sources import UnspecializedNNModuleSource as UnspecializedNNModuleSource
+from ._src.sources import WeakRefCallSource as WeakRefCallSource
+from ._src.stacks import CapturedStack as CapturedStack
+from ._src.weak import WeakIdKeyDictionary as WeakIdKeyDictionary
+
+
+def _load_torch_integration() -> None:
+    from ._src import torch as _torch_integration
+
+    _torch_integration.install()
+
+
+_register_loader("torch", _load_torch_integration)
+
+__all__ = [
+    "CA_COMPILE_ID_PATTERN",
+    "COMPILE_ID_PATTERN",
+    "AttrSource",
+    "BackwardStateSource",
+    "CapturedStack",
+    "CellContentsSource",
+    "ChainedSource",
+    "Checkpointable",
+    "ClosureSource",
+    "CodeSource",
+    "CompileContext",
+    "CompileId",
+    "ConstDictKeySource",
+    "ConstantSource",
+    "DefaultsSource",
+    "DuplicateInputs",
+    "EphemeralSource",
+    "FSDPNNModuleSource",
+    "GetItemSource",
+    "GlobalContext",
+    "GlobalContextCheckpointState",
+    "GlobalSource",
+    "GlobalState",
+    "GlobalStateSource",
+    "Guard",
+    "GuardBuilderBase",
+    "GuardCompileError",
+    "GuardEnvExpr",
+    "GuardKindError",
+    "GuardSource",
+    "GuardsCheckpointState",
+    "GuardsContext",
+    "GuardsSet",
+    "HopDispatchSetCache",
+    "HopSubgraphCache",
+    "InvalidCompileIdError",
+    "InvokeSubgraphCache",
+    "JitGuardError",
+    "LocalSource",
+    "ModuleContext",
+    "ModuleContextCheckpointState",
+    "NNModuleSource",
+    "NoCompileContextError",
+    "NoTracingContextError",
+    "RandomValueSource",
+    "SLoc",
+    "ShapeEnvSource",
+    "ShapeGuard",
+    "Source",
+    "SourceError",
+    "StorageOverlap",
+    "SyntheticLocalSource",
+    "TensorProperty",
+    "TensorPropertySource",
+    "TraceId",
+    "TracingContext",
+    "TypeSource",
+    "UnreadableSourceError",
+    "UnspecializedBuiltinNNModuleSource",
+    "UnspecializedNNModuleSource",
+    "WeakIdKeyDictionary",
+    "WeakRefCallSource",
+    "active_fake_mode",
+    "compile_context",
+    "config",
+    "detect_fake_mode",
+    "global_states",
+    "register_global_state",
+    "tracing",
+]

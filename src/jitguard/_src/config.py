@@ -1,0 +1,23 @@
+"""Process-wide switches. Every switch here is documented where it is read.
+
+May import: nothing from jitguard.
+"""
+
+from __future__ import annotations
+
+__all__ = ["config"]
+
+
+class _Config:
+    """Mutable settings. Plain attributes, read at the moment they matter."""
+
+    # When True, FSDP-managed modules are treated as specialized nn modules, so guards on
+    # them may be skipped the way a specialized module's are. Off by default (sound).
+    unsafe_skip_fsdp_module_guards: bool = False
+
+    def __repr__(self) -> str:
+        fields = {k: getattr(self, k) for k in dir(type(self)) if not k.startswith("_")}
+        return f"jitguard.config({fields})"
+
+
+config = _Config()

@@ -1,0 +1,472 @@
+"""The guard data model: where a value comes from (``Source``, ``GuardSource``), an
+assumption on it (``Guard``), and the assumptions made after tracing (``GuardEnvExpr``).
+
+May import: errors, stacks, config.
+
+Behaviour follows the specification (PyTorch's ``torch/_guards.py``); the places where
+jitguard deliberately differs are said in the docstring of the class concerned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import logging
+import traceback
+import weakref
+from collections.abc import Callable
+from typing import Any, NamedTuple, Optional, TypeVar, Union
+
+from .config import config
+from .stacks import CapturedStack, format_frame
+
+__all__ = [
+    "RELATIONAL_ATTR",
+    "ChainedSource",
+    "DuplicateInputs",
+    "Guard",
+    "GuardBuilderBase",
+    "GuardEnvExpr",
+    "GuardSource",
+    "SLoc",
+    "ShapeGuard",
+    "Source",
+    "StorageOverlap",
+    "is_from_source",
+    "source_dataclass",
+]
+
+log = logging.getLogger("jitguard.guards")
+
+
+class GuardSource(enum.Enum):
+    """Where the root of a source lives; decides how its guards are treated."""
+
+    LOCAL = 0
+    GLOBAL = 1
+    LOCAL_SPECIALIZED_NN_MODULE = 2
+    GLOBAL_SPECIALIZED_NN_MODULE = 3
+    CONSTANT = 4
+    RANDOM_VALUE = 5
+    SHAPE_ENV = 6
+    LOCAL_FSDP_MODULE = 7
+    GLOBAL_FSDP_MODULE = 8
+    BACKWARD_STATE = 9
+    EPHEMERAL = 10
+    SYNTHETIC_LOCAL = 11
+    LOCAL_UNSPECIALIZED_NN_MODULE = 12
+    GLOBAL_UNSPECIALIZED_NN_MODULE = 13
+    LOCAL_UNSPECIALIZED_BUILTIN_NN_MODULE = 14
+    GLOBAL_UNSPECIALIZED_BUILTIN_NN_MODULE = 15
+
+    def is_fsdp_module(self) -> bool:
+        return self in _FSDP
+
+    def is_specialized_nn_module(self) -> bool:
+        """True for specialized nn-module sources; FSDP modules count too when
+        ``jitguard.config.unsafe_skip_fsdp_module_guards`` is set (the specification reads
+        Dynamo's config flag here; jitguard has its own)."""
+        if config.unsafe_skip_fsdp_module_guards and self in _FSDP:
+            return True
+        return self in _SPECIALIZED
+
+    def is_unspecialized_nn_module(self) -> bool:
+        return self in _UNSPECIALIZED
+
+    def is_unspecialized_builtin_nn_module(self) -> bool:
+        return self in _UNSPECIALIZED_BUILTIN
+
+    def is_local(self) -> bool:
+        return self in _LOCAL
+
+
+_FSDP = frozenset({GuardSource.LOCAL_FSDP_MODULE, GuardSource.GLOBAL_FSDP_MODULE})
+_SPECIALIZED = frozenset(
+    {GuardSource.LOCAL_SPECIALIZED_NN_MODULE, GuardSource.GLOBAL_SPECIALIZED_NN_MODULE}
+)
+_UNSPECIALIZED_BUILTIN = frozenset(
+    {
+        GuardSource.LOCAL_UNSPECIALIZED_BUILTIN_NN_MODULE,
+        GuardSource.GLOBAL_UNSPECIALIZED_BUILTIN_NN_MODULE,
+    }
+)
+_UNSPECIALIZED = _UNSPECIALIZED_BUILTIN | {
+    GuardSource.LOCAL_UNSPECIALIZED_NN_MODULE,
+    GuardSource.GLOBAL_UNSPECIALIZED_NN_MODULE,
+}
+_LOCAL = frozenset(
+    {
+        GuardSource.LOCAL,
+        GuardSource.LOCAL_SPECIALIZED_NN_MODULE,
+        GuardSource.LOCAL_FSDP_MODULE,
+        GuardSource.LOCAL_UNSPECIALIZED_NN_MODULE,
+        GuardSource.LOCAL_UNSPECIALIZED_BUILTIN_NN_MODULE,
+    }
+)
+
+
+class GuardBuilderBase:
+    """Marker base of the object a guard's ``create_fn`` is called with.
+
+    Kept empty on purpose: what a builder does is the compiler's business
+    (``jitguard.GuardBuilder``), not the data model's.
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class SLoc:
+    """Where a shape guard came from: the framework location and, when known, the user's."""
+
+    framework_loc: Optional[Union[traceback.FrameSummary, str]]
+    maybe_user_loc: Optional[str]
+
+    def __str__(self) -> str:
+        floc = format_frame(self.framework_loc)
+        if self.maybe_user_loc is not None:
+            return f"{self.maybe_user_loc} ({floc})"
+        return f"({floc})"
+
+
+class ShapeGuard(NamedTuple):
+    """A boolean (sympy) expression over symbolic sizes that must hold, and where it arose."""
+
+    expr: Any
+    sloc: SLoc
+    size_oblivious: bool
+
+
+_S = TypeVar("_S")
+
+
+def source_dataclass(cls: type[_S]) -> type[_S]:
+    """``dataclass(frozen=True)`` whose hash is computed once and cached.
+
+    Chained sources hash their whole chain; guard compilation hashes each source many times,
+    so the cache turns that into one computation per source object.
+    """
+    cls = dataclasses.dataclass(frozen=True)(cls)
+    field_hash = cls.__hash__
+
+    def __hash__(self: Any) -> int:
+        try:
+            return self.__dict__["_jitguard_hash"]  # type: ignore[no-any-return]
+        except KeyError:
+            h = field_hash(self)  # type: ignore[misc]
+            object.__setattr__(self, "_jitguard_hash", h)
+            return h
+
+    cls.__hash__ = __hash__  # type: ignore[assignment]
+    return cls
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """Where a value comes from. Concrete sources live in ``jitguard`` (``LocalSource``,
+    ``AttrSource``, ...); this base holds the behaviour every source shares.
+
+    A source keeps three things apart: its identity (its dataclass fields: equality and
+    hash), its display (``name()``, a Python expression over ``L`` and ``G``) and its
+    evaluation (``get_value``, plus the code-generation hooks the guard compiler uses).
+    """
+
+    def is_dict_key(self) -> bool:
+        return False
+
+    def is_ephemeral(self) -> bool:
+        return False
+
+    def reconstruct(self, codegen: Any) -> None:
+        raise NotImplementedError
+
+    def guard_source(self) -> GuardSource:
+        raise NotImplementedError
+
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def make_guard(self, fn: Callable[..., Any]) -> Guard:
+        """A guard of kind ``fn`` on this source. Constants cannot be guarded."""
+        if self.guard_source() is GuardSource.CONSTANT:
+            raise NotImplementedError(
+                f"cannot guard on the constant source {self!r}: a constant has no frame value"
+            )
+        return Guard(self, fn)
+
+    def is_specialized_nn_module(self) -> bool:
+        return self.guard_source().is_specialized_nn_module()
+
+    def subguards_allowed(self) -> bool:
+        """True if you can guard on attributes of this."""
+        return self.guard_source() != GuardSource.SYNTHETIC_LOCAL
+
+    # jitguard: evaluation. Roots read the frame; chained sources apply ``access`` to
+    # their base's value. See [Note: Source evaluation] in sources.py.
+    def get_value(self, f_locals: Any, f_globals: Any) -> Any:
+        """Read this source's value from a frame's locals and globals (slow, reference path)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how to read its value")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainedSource(Source):
+    """A source derived from another (``base``): an attribute, an item, a type, ..."""
+
+    base: Source
+
+    def is_dict_key(self) -> bool:
+        return self.base.is_dict_key()
+
+    def is_ephemeral(self) -> bool:
+        return self.base.is_ephemeral()
+
+    def get_base(self) -> Source:
+        current: Source = self
+        while isinstance(current, ChainedSource):
+            current = current.base
+        return current
+
+    def guard_source(self) -> GuardSource:
+        return self.base.guard_source()
+
+    def access(self, base_value: Any) -> Any:
+        """This source's value given its base's value."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how to read its value")
+
+    def get_value(self, f_locals: Any, f_globals: Any) -> Any:
+        return self.access(self.base.get_value(f_locals, f_globals))
+
+
+# A create_fn carrying this attribute (true) relates several sources (DUPLICATE_INPUT and
+# other aliasing kinds); ``Guard.sort_key`` puts such guards last, as the specification does
+# for Dynamo's DUPLICATE_INPUT, without the data model knowing any particular guard kind.
+RELATIONAL_ATTR = "__jitguard_relational__"
+
+
+def _create_fn_key(fn: Callable[..., Any]) -> Any:
+    if isinstance(fn, functools.partial):
+        key = ("partial", id(fn.func), fn.args, tuple(sorted(fn.keywords.items())))
+        try:
+            hash(key)
+        except TypeError:
+            return id(fn)
+        return key
+    return id(fn)
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Guard:
+    """One assumption: the value at ``originating_source`` passes the check ``create_fn``
+    describes. ``create_fn(builder, guard)`` installs the check when the guards compile.
+
+    The export-only fields (``guard_types``, ``code_list``, ``obj_weakref``,
+    ``guarded_class_weakref``) are written by ``set_export_info`` when a check is built.
+
+    Deliberate differences from the specification:
+      * equality agrees with the hash: two guards are equal when their name, guard source
+        and create_fn match. The specification compares every field, including the lazily
+        cached hash and the captured stacks, so two identically built guards compared equal
+        or not depending on which had been hashed, and a set could hold both.
+      * two ``functools.partial`` create_fns of the same function with equal arguments count
+        as the same create_fn (the specification keys on the partial object's ``id``).
+    """
+
+    originating_source: Source
+    create_fn: Callable[..., Any]
+
+    guard_types: Optional[list[str]] = None
+    code_list: Optional[list[str]] = None
+    obj_weakref: Optional[object] = None
+    guarded_class_weakref: Optional[weakref.ReferenceType[Any]] = None
+
+    stack: Optional[CapturedStack] = None
+    user_stack: Optional[traceback.StackSummary] = None
+    _hash: Optional[int] = None
+    _unserializable: bool = False
+
+    def _identity(self) -> tuple[str, GuardSource, Any]:
+        return (self.name, self.source, _create_fn_key(self.create_fn))
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(self._identity())
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Guard):
+            return NotImplemented
+        return hash(self) == hash(other) and self._identity() == other._identity()
+
+    def sort_key(self) -> tuple[bool, int, int, str, int]:
+        """Relational guards last, then by guard source, name length, name, create_fn line."""
+        inner = self.inner_create_fn()
+        code = getattr(inner, "__code__", None)
+        return (
+            bool(getattr(inner, RELATIONAL_ATTR, False)),
+            self.source.value if self.source else -1,
+            len(self.name),
+            self.name,
+            code.co_firstlineno if code is not None else 0,
+        )
+
+    def __lt__(self, other: Guard) -> bool:
+        return self.sort_key() < other.sort_key()
+
+    def inner_create_fn(self) -> Callable[..., Any]:
+        if isinstance(self.create_fn, functools.partial):
+            return self.create_fn.func
+        return self.create_fn
+
+    @property
+    def name(self) -> str:
+        return self.originating_source.name()
+
+    @property
+    def source(self) -> GuardSource:
+        return self.originating_source.guard_source()
+
+    @staticmethod
+    def weakref_to_str(obj_weakref: object) -> str:
+        """Text for a weak reference that never calls into the referent.
+
+        ``str(weakref.ref(obj))`` reads ``obj``'s class ``__name__`` through ``getattr`` and
+        fails for objects whose ``__getattr__`` raises (a dict subclass that maps attributes
+        to keys); this reads ``__class__.__name__`` directly.
+        """
+        if isinstance(obj_weakref, weakref.ReferenceType):
+            obj = obj_weakref()
+            if obj is not None:
+                return (
+                    f"<weakref at {hex(id(obj_weakref))}; to "
+                    f"'{obj.__class__.__name__}' at {hex(id(obj))}>"
+                )
+            return f"<weakref at {hex(id(obj_weakref))}; dead>"
+        return str(obj_weakref)
+
+    def _create_fn_display(self) -> str:
+        return getattr(self.inner_create_fn(), "__name__", repr(self.inner_create_fn()))
+
+    def __repr__(self) -> str:
+        source = self.source.name.lower() if self.source else ""
+        return f"""
+        {source} {self.name!r} {self._create_fn_display()}
+        {{
+            'guard_types': {self.guard_types},
+            'code': {self.code_list},
+            'obj_weakref': {self.weakref_to_str(self.obj_weakref)}
+            'guarded_class': {self.guarded_class_weakref}
+        }}
+        """
+
+    def __str__(self) -> str:
+        source = self.source.name.lower() if self.source else ""
+        return (
+            f"Name: {self.name!r}\n"
+            f"    Source: {source}\n"
+            f"    Create Function: {self._create_fn_display()}\n"
+            f"    Guard Types: {self.guard_types}\n"
+            f"    Code List: {self.code_list}\n"
+            f"    Object Weakref: {self.weakref_to_str(self.obj_weakref)}\n"
+            f"    Guarded Class Weakref: {self.guarded_class_weakref}\n"
+        )
+
+    def create(self, builder: GuardBuilderBase) -> Any:
+        """Install this guard into ``builder``; on failure log the guard and where it was
+        created, then re-raise."""
+        try:
+            return self.create_fn(builder, self)
+        except Exception:
+            log.exception("Error while creating guard:\n%s", str(self).rstrip())
+            if self.stack:
+                log.error("Created at:\n%s", "".join(self.stack.format()[-4:]).rstrip())
+            raise
+
+    def is_specialized_nn_module(self) -> bool:
+        return self.source.is_specialized_nn_module()
+
+    def is_fsdp_module(self) -> bool:
+        return self.source.is_fsdp_module()
+
+    def is_local(self) -> bool:
+        return self.source.is_local()
+
+    def create_fn_name(self) -> str:
+        return self.inner_create_fn().__name__
+
+    def set_export_info(
+        self,
+        guard_type: str,
+        guarded_class: Optional[weakref.ReferenceType[Any]],
+        code_list: list[str],
+        obj_weakref: object,
+    ) -> None:
+        """Record what check was built for this guard (export only).
+
+        Several checks may be built for one guard; their types and code accumulate. The
+        guarded class must be the same each time (or unset), and so must the guarded object,
+        except that a weak reference that has died meanwhile may be replaced.
+        """
+        if not self.guard_types:
+            self.guard_types = []
+        self.guard_types.append(guard_type)
+
+        if self.guarded_class_weakref not in (guarded_class, None):
+            raise AssertionError(
+                f"Guarded class id must be identical, or None (guard {self.name!r}: "
+                f"{self.guarded_class_weakref} then {guarded_class})"
+            )
+        self.guarded_class_weakref = guarded_class
+
+        if not self.code_list:
+            self.code_list = code_list
+        else:
+            self.code_list.extend(code_list)
+
+        old = self.obj_weakref
+        if not (old in (obj_weakref, None) or (callable(old) and old() is None)):
+            raise AssertionError(
+                f"Guarded object must be identical, None or ephemeral (dead weakref) "
+                f"(guard {self.name!r})"
+            )
+        self.obj_weakref = obj_weakref
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardEnvExpr:
+    """Base of the guards that arise after tracing (from an AOT stage): facts relating
+    several inputs rather than one source's value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DuplicateInputs(GuardEnvExpr):
+    """Two inputs that were deduplicated: they must be the same object on every call."""
+
+    input_source_a: Source
+    input_source_b: Source
+
+    def __post_init__(self) -> None:
+        if self.input_source_a == self.input_source_b:
+            raise AssertionError(
+                f"DuplicateInputs needs two different sources, got {self.input_source_a!r} twice"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class StorageOverlap(GuardEnvExpr):
+    """Inputs that share storage. ``overlapping_sources`` do (or may) overlap another input;
+    ``non_overlapping_sources`` certainly overlap none."""
+
+    overlapping_sources: list[Source]
+    non_overlapping_sources: list[Source]
+
+
+def is_from_source(source: Source, target: Source) -> bool:
+    """True if ``source`` is ``target`` or is derived from it through a chain of bases."""
+    current: Source = source
+    while True:
+        if current == target:
+            return True
+        if not isinstance(current, ChainedSource):
+            return False
+        current = current.base
