@@ -10,6 +10,20 @@ from ._src.checkpoints import GlobalContextCheckpointState as GlobalContextCheck
 from ._src.checkpoints import GuardsCheckpointState as GuardsCheckpointState
 from ._src.checkpoints import ModuleContext as ModuleContext
 from ._src.checkpoints import ModuleContextCheckpointState as ModuleContextCheckpointState
+from ._src.compiler.builder import GuardBuilder as GuardBuilder
+from ._src.compiler.builder import Leaf as Leaf
+from ._src.compiler.builder import register_env_expr_handler as register_env_expr_handler
+from ._src.compiler.builtin_kinds import register_constant_type as register_constant_type
+from ._src.compiler.check import CheckFunction as CheckFunction
+from ._src.compiler.check import CheckResult as CheckResult
+from ._src.compiler.check import compile_guards as compile_guards
+from ._src.compiler.kinds import EmitContext as EmitContext
+from ._src.compiler.kinds import GuardKind as GuardKind
+from ._src.compiler.kinds import RelationalKind as RelationalKind
+from ._src.compiler.kinds import guard_kinds as guard_kinds
+from ._src.compiler.kinds import register_guard_kind as register_guard_kind
+from ._src.compiler.reference import GuardFailure as GuardFailure
+from ._src.compiler.shape import register_sympy_function as register_sympy_function
 from ._src.config import config as config
 from ._src.contexts import CompileContext as CompileContext
 from ._src.contexts import GuardsContext as GuardsContext
@@ -85,13 +99,15 @@ def _load_torch_integration() -> None:
 _register_loader("torch", _load_torch_integration)
 
 __all__ = [
-    "CA_COMPILE_ID_PATTERN",
-    "COMPILE_ID_PATTERN",
     "AttrSource",
     "BackwardStateSource",
+    "CA_COMPILE_ID_PATTERN",
+    "COMPILE_ID_PATTERN",
     "CapturedStack",
     "CellContentsSource",
     "ChainedSource",
+    "CheckFunction",
+    "CheckResult",
     "Checkpointable",
     "ClosureSource",
     "CodeSource",
@@ -101,6 +117,7 @@ __all__ = [
     "ConstantSource",
     "DefaultsSource",
     "DuplicateInputs",
+    "EmitContext",
     "EphemeralSource",
     "FSDPNNModuleSource",
     "GetItemSource",
@@ -110,9 +127,12 @@ __all__ = [
     "GlobalState",
     "GlobalStateSource",
     "Guard",
+    "GuardBuilder",
     "GuardBuilderBase",
     "GuardCompileError",
     "GuardEnvExpr",
+    "GuardFailure",
+    "GuardKind",
     "GuardKindError",
     "GuardSource",
     "GuardsCheckpointState",
@@ -123,6 +143,7 @@ __all__ = [
     "InvalidCompileIdError",
     "InvokeSubgraphCache",
     "JitGuardError",
+    "Leaf",
     "LocalSource",
     "ModuleContext",
     "ModuleContextCheckpointState",
@@ -130,6 +151,7 @@ __all__ = [
     "NoCompileContextError",
     "NoTracingContextError",
     "RandomValueSource",
+    "RelationalKind",
     "SLoc",
     "ShapeEnvSource",
     "ShapeGuard",
@@ -149,9 +171,15 @@ __all__ = [
     "WeakRefCallSource",
     "active_fake_mode",
     "compile_context",
+    "compile_guards",
     "config",
     "detect_fake_mode",
     "global_states",
+    "guard_kinds",
+    "register_constant_type",
+    "register_env_expr_handler",
     "register_global_state",
+    "register_guard_kind",
+    "register_sympy_function",
     "tracing",
 ]

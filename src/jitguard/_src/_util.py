@@ -52,7 +52,7 @@ class OrderedSet(MutableSet[T], Generic[T]):
     def copy(self) -> OrderedSet[T]:
         return OrderedSet(self._d)
 
-    def __sub__(self, other: Iterable[Any]) -> OrderedSet[T]:  # type: ignore[override]
+    def __sub__(self, other: Iterable[Any]) -> OrderedSet[T]:
         return self.difference(other)
 
     def __eq__(self, other: object) -> bool:

@@ -52,7 +52,7 @@ class _KeyedState:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return False
-        return self.diff(other) is None and other.diff(self) is None  # type: ignore[attr-defined]
+        return self.diff(other) is None and other.diff(self) is None
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -65,7 +65,8 @@ class GuardsCheckpointState(_KeyedState):
 
     def diff(self, other: GuardsCheckpointState) -> Optional[set[Guard]]:
         """The guards this snapshot has and ``other`` lacks, or None if there are none."""
-        r = {g for g in self.dynamo_guards if g not in _as_container(other.dynamo_guards)}
+        theirs = _as_container(other.dynamo_guards)
+        r = {g for g in self.dynamo_guards if g not in theirs}
         return r or None
 
 

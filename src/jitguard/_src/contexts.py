@@ -239,7 +239,7 @@ class CompileContext:
                 "CompileContext.get() must be called within `with compile_context(ctx):` "
                 "on this thread; use CompileContext.try_get() to get None instead"
             )
-        return ctx  # type: ignore[no-any-return]
+        return ctx
 
     @staticmethod
     def try_get() -> Optional[CompileContext]:

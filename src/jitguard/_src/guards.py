@@ -150,13 +150,13 @@ def source_dataclass(cls: type[_S]) -> type[_S]:
 
     def __hash__(self: Any) -> int:
         try:
-            return self.__dict__["_jitguard_hash"]  # type: ignore[no-any-return]
+            return self.__dict__["_jitguard_hash"]
         except KeyError:
-            h = field_hash(self)  # type: ignore[misc]
+            h = field_hash(self)
             object.__setattr__(self, "_jitguard_hash", h)
             return h
 
-    cls.__hash__ = __hash__  # type: ignore[assignment]
+    cls.__hash__ = __hash__  # type: ignore[method-assign]
     return cls
 
 
@@ -199,6 +199,11 @@ class Source:
     def subguards_allowed(self) -> bool:
         """True if you can guard on attributes of this."""
         return self.guard_source() != GuardSource.SYNTHETIC_LOCAL
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The cached hash and name (``_jitguard_*``) are not pickled: str hashes differ
+        # between processes, so a cached hash would be stale after unpickling elsewhere.
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_jitguard_")}
 
     # jitguard: evaluation. Roots read the frame; chained sources apply ``access`` to
     # their base's value. See [Note: Source evaluation] in sources.py.
@@ -419,7 +424,8 @@ class Guard:
         self.guarded_class_weakref = guarded_class
 
         if not self.code_list:
-            self.code_list = code_list
+            # A copy: a later call extends this list, which must not be the caller's.
+            self.code_list = list(code_list)
         else:
             self.code_list.extend(code_list)
 

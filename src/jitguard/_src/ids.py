@@ -22,9 +22,12 @@ __all__ = ["CA_COMPILE_ID_PATTERN", "COMPILE_ID_PATTERN", "CompileId", "TraceId"
 
 # ``\Z`` rather than ``$``: ``$`` also matches before a trailing newline, so the
 # specification's patterns accept "0/1\n". jitguard rejects it.
-COMPILE_ID_PATTERN = re.compile(r"^(?P<frame_id>\d+)/(?P<frame_compile_id>\d+)\Z")
+# ``re.ASCII``: ``\d`` would otherwise accept any Unicode digit ("\u0661/\u0662"), whose
+# ``int`` is fine but whose ``str`` round trip is not.
+COMPILE_ID_PATTERN = re.compile(r"^(?P<frame_id>\d+)/(?P<frame_compile_id>\d+)\Z", re.ASCII)
 CA_COMPILE_ID_PATTERN = re.compile(
-    r"^!(?P<compiled_autograd_id>\d+)(?:/(?P<frame_id>\d+)/(?P<frame_compile_id>\d+))?\Z"
+    r"^!(?P<compiled_autograd_id>\d+)(?:/(?P<frame_id>\d+)/(?P<frame_compile_id>\d+))?\Z",
+    re.ASCII,
 )
 
 
@@ -64,15 +67,23 @@ class CompileId:
         """
         if compile_id is None:
             return None
+        cause: Optional[Exception] = None
         if isinstance(compile_id, str):
             for pattern in (COMPILE_ID_PATTERN, CA_COMPILE_ID_PATTERN):
                 match = pattern.match(compile_id)
                 if match is not None:
-                    fields = {k: int(v) for k, v in match.groupdict().items() if v is not None}
+                    try:
+                        fields = {
+                            k: None if v is None else int(v)
+                            for k, v in match.groupdict().items()
+                        }
+                    except ValueError as e:  # more digits than int() accepts
+                        cause = e
+                        break
                     return cls(**fields)
         raise InvalidCompileIdError(
             f"Invalid compile_id {compile_id!r}: expected 'F/C', '!A' or '!A/F/C' with decimal ids"
-        )
+        ) from cause
 
 
 class TraceId(NamedTuple):

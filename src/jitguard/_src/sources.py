@@ -76,10 +76,10 @@ _LITERAL_SCALARS = (int, str, bytes, bool, type(None))
 
 def _check_literal_key(key: Any, what: str) -> None:
     """Keys are shown with ``repr``; allow only values whose repr is a Python literal."""
-    if isinstance(key, float):
+    if type(key) is float:
         if math.isfinite(key):
             return
-    elif isinstance(key, tuple):
+    elif type(key) is tuple:
         for item in key:
             _check_literal_key(item, what)
         return

@@ -36,7 +36,11 @@ class WeakIdKeyDictionary(MutableMapping[K, V], Generic[K, V]):
         if entry is not None and entry[0]() is key:
             self._data[key_id] = (entry[0], value)
             return
-        ref = weakref.ref(key, lambda r, key_id=key_id: self._drop(key_id, r))
+
+        def on_death(r: weakref.ref[Any], key_id: int = key_id) -> None:
+            self._drop(key_id, r)
+
+        ref = weakref.ref(key, on_death)
         self._data[key_id] = (ref, value)
 
     def __getitem__(self, key: K) -> V:

@@ -1,0 +1,714 @@
+"""The built-in guard kinds. Each is registered on import and so becomes a ``GuardBuilder``
+attribute (``GuardBuilder.TYPE_MATCH`` ...).
+
+May import: errors, global_state, compiler.values, compiler.kinds.
+
+Failure texts follow the forms users know from torch.compile: ``L['n'] == 7 failed: got 8``,
+``type(L['cfg']) is Config failed: got dict``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import types
+from collections.abc import Hashable
+from typing import Any, Optional
+
+from ..errors import GuardKindError
+from ..global_state import global_states
+from .kinds import EmitContext, GuardKind, RelationalKind, register_guard_kind
+from .values import Ident, describe_ident, show, type_name
+
+__all__ = ["register_constant_type", "strict_equal"]
+
+_SCALAR_TYPES = (int, float, complex, str, bytes, bool, type(None))
+_CONSTANT_TYPES: set[type] = {*_SCALAR_TYPES, tuple, frozenset, range, slice}
+
+
+def register_constant_type(tp: type) -> None:
+    """Let EQUALS_MATCH hold values of ``tp`` (immutable, with a meaningful ``==``)."""
+    _CONSTANT_TYPES.add(tp)
+
+
+def _is_constant(value: Any) -> bool:
+    tp = type(value)
+    if isinstance(value, enum.Enum):
+        return True
+    if tp in (tuple, frozenset):
+        return all(_is_constant(v) for v in value)
+    return tp in _CONSTANT_TYPES or (isinstance(value, tuple) and tp in _CONSTANT_TYPES)
+
+
+def _has_nan(value: Any) -> bool:
+    if type(value) is float:
+        return math.isnan(value)
+    if type(value) is complex:
+        return math.isnan(value.real) or math.isnan(value.imag)
+    if isinstance(value, (tuple, frozenset)):
+        return any(_has_nan(v) for v in value)
+    return False
+
+
+def _float_equal(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def strict_equal(value: Any, expected: Any) -> bool:
+    """Equal with the same exact type at every level; NaN equals NaN. So ``1``, ``1.0`` and
+    ``True`` are three different constants, and ``(1, 2) != (1.0, 2.0)``."""
+    tp = type(expected)
+    if type(value) is not tp:
+        return False
+    if tp is tuple:
+        return len(value) == len(expected) and all(
+            strict_equal(a, b) for a, b in zip(value, expected)
+        )
+    if tp is frozenset:
+        return len(value) == len(expected) and all(
+            any(strict_equal(a, b) for b in expected) for a in value
+        )
+    if tp is float:
+        return _float_equal(value, expected)
+    if tp is complex:
+        return _float_equal(value.real, expected.real) and _float_equal(value.imag, expected.imag)
+    return bool(value == expected)
+
+
+def _read_len(value: Any) -> str:
+    try:
+        return str(len(value))
+    except Exception as e:
+        return f"len() raised {type(e).__name__}: {e}"
+
+
+# ---- type and identity --------------------------------------------------------------
+
+
+class TypeMatch(GuardKind):
+    """The value's exact type (subclasses fail)."""
+
+    name = "TYPE_MATCH"
+    cost = 2
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> Ident:
+        super().expect(value, guard, **options)
+        return Ident(type(value))
+
+    def holds(self, value: Any, params: Ident) -> bool:
+        return type(value) is params.get()
+
+    def emit(self, var: str, params: Ident, ctx: EmitContext) -> str:
+        return ctx.identical(f"type({var})", params, "type")
+
+    def code(self, name: str, params: Ident) -> str:
+        return f"type({name}) is {describe_ident(params)}"
+
+    def reason(self, name: str, value: Any, params: Ident) -> str:
+        return f"{self.code(name, params)} failed: got {type_name(type(value))}"
+
+    def export(self, params: Ident) -> tuple[Any, Any]:
+        return (params.weakref(), None)
+
+    def fact(self, params: Ident) -> Optional[tuple[str, Hashable]]:
+        return ("type", params.id)
+
+    def fact_of(self, fact: str, value: Any) -> Hashable:
+        return id(type(value))
+
+
+class IdMatch(GuardKind):
+    """The value is one particular object."""
+
+    name = "ID_MATCH"
+    cost = 1
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> Ident:
+        super().expect(value, guard, **options)
+        return Ident(value)
+
+    def holds(self, value: Any, params: Ident) -> bool:
+        return params.alive and value is params.get()
+
+    def emit(self, var: str, params: Ident, ctx: EmitContext) -> str:
+        return ctx.identical(var, params, "obj")
+
+    def code(self, name: str, params: Ident) -> str:
+        return f"{name} is {describe_ident(params)}"
+
+    def reason(self, name: str, value: Any, params: Ident) -> str:
+        if not params.alive:
+            return f"{self.code(name, params)} failed: the guarded object was deallocated"
+        return f"{self.code(name, params)} failed: got {show(value)} at {hex(id(value))}"
+
+    def export(self, params: Ident) -> tuple[Any, Any]:
+        return (None, params.weakref())
+
+    def fact(self, params: Ident) -> Optional[tuple[str, Hashable]]:
+        return ("id", params.id)
+
+    def fact_of(self, fact: str, value: Any) -> Hashable:
+        return id(value)
+
+
+class NoneMatch(GuardKind):
+    """The value is None."""
+
+    name = "NONE_MATCH"
+    cost = 1
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> None:
+        super().expect(value, guard, **options)
+
+    def holds(self, value: Any, params: None) -> bool:
+        return value is None
+
+    def emit(self, var: str, params: None, ctx: EmitContext) -> str:
+        return f"{var} is None"
+
+    def code(self, name: str, params: None) -> str:
+        return f"{name} is None"
+
+    def reason(self, name: str, value: Any, params: None) -> str:
+        return f"{name} is None failed: got {show(value)}"
+
+    def fact(self, params: None) -> Optional[tuple[str, Hashable]]:
+        return ("type", id(type(None)))
+
+    def fact_of(self, fact: str, value: Any) -> Hashable:
+        return id(type(value))
+
+
+class NotNone(GuardKind):
+    """The value is not None."""
+
+    name = "NOT_NONE"
+    cost = 1
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> None:
+        super().expect(value, guard, **options)
+
+    def holds(self, value: Any, params: None) -> bool:
+        return value is not None
+
+    def emit(self, var: str, params: None, ctx: EmitContext) -> str:
+        return f"{var} is not None"
+
+    def code(self, name: str, params: None) -> str:
+        return f"{name} is not None"
+
+    def reason(self, name: str, value: Any, params: None) -> str:
+        return f"{name} is not None failed: got None"
+
+
+class BoolMatch(GuardKind):
+    """The value is ``True`` (or ``False``) itself: exact bool, no truthiness."""
+
+    name = "BOOL_MATCH"
+    cost = 1
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> bool:
+        super().expect(value, guard, **options)
+        if type(value) is not bool:
+            raise GuardKindError(
+                f"BOOL_MATCH on {guard.name}: expected a bool, found {type_name(type(value))}; "
+                f"use CONSTANT_MATCH to pick the kind from the value"
+            )
+        return value
+
+    def holds(self, value: Any, params: bool) -> bool:
+        return value is params
+
+    def emit(self, var: str, params: bool, ctx: EmitContext) -> str:
+        return f"{var} is {'True' if params else 'False'}"
+
+    def code(self, name: str, params: bool) -> str:
+        return f"{name} is {params}"
+
+    def reason(self, name: str, value: Any, params: bool) -> str:
+        return f"{name} is {params} failed: got {show(value)}"
+
+    def fact(self, params: bool) -> Optional[tuple[str, Hashable]]:
+        return ("value", (bool, params))
+
+    def fact_of(self, fact: str, value: Any) -> Hashable:
+        return (type(value), value)
+
+
+# ---- values ---------------------------------------------------------------------------
+
+
+class EqualsMatch(GuardKind):
+    """The value equals a constant, with the same exact type (``1``, ``1.0`` and ``True``
+    differ; NaN matches NaN)."""
+
+    name = "EQUALS_MATCH"
+    cost = 3
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> Any:
+        super().expect(value, guard, **options)
+        if not _is_constant(value):
+            raise GuardKindError(
+                f"EQUALS_MATCH on {guard.name}: a {type_name(type(value))} is not a constant "
+                f"(int, float, complex, str, bytes, bool, None, enum, range, slice, tuple or "
+                f"frozenset of these, or a type passed to register_constant_type); guard a "
+                f"container by type, length and items, or an object by ID_MATCH"
+            )
+        return value
+
+    def holds(self, value: Any, params: Any) -> bool:
+        return strict_equal(value, params)
+
+    def emit(self, var: str, params: Any, ctx: EmitContext) -> str:
+        tp = type(params)
+        if tp in _SCALAR_TYPES or isinstance(params, enum.Enum):
+            type_ok = ctx.identical(f"type({var})", Ident(tp), "type")
+            if _has_nan(params):
+                if tp is float:
+                    return f"{type_ok} and {var} != {var}"
+                return f"{ctx.const(strict_equal, 'strict_equal')}({var}, {ctx.const(params)})"
+            return f"{type_ok} and {var} == {ctx.const(params, 'value')}"
+        return f"{ctx.const(strict_equal, 'strict_equal')}({var}, {ctx.const(params, 'value')})"
+
+    def code(self, name: str, params: Any) -> str:
+        return f"{name} == {show(params)}"
+
+    def reason(self, name: str, value: Any, params: Any) -> str:
+        got = show(value)
+        if type(value) is not type(params):
+            got += f" ({type_name(type(value))}, expected {type_name(type(params))})"
+        return f"{self.code(name, params)} failed: got {got}"
+
+    def fact(self, params: Any) -> Optional[tuple[str, Hashable]]:
+        if _has_nan(params) or type(params) not in _SCALAR_TYPES:
+            return None
+        return ("value", (type(params), params))
+
+    def fact_of(self, fact: str, value: Any) -> Hashable:
+        return (type(value), value)
+
+
+class ConstantMatch(GuardKind):
+    """Picks the kind from the value: BOOL_MATCH for a bool, NONE_MATCH for None, else
+    EQUALS_MATCH."""
+
+    name = "CONSTANT_MATCH"
+
+    def resolve(self, value: Any, options: dict[str, Any]) -> GuardKind:
+        if value is None:
+            return NONE_MATCH
+        if type(value) is bool:
+            return BOOL_MATCH
+        return EQUALS_MATCH
+
+
+class LengthCheck(GuardKind):
+    """``len(value)`` equals the length at build time."""
+
+    name = "LENGTH_CHECK"
+    cost = 4
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> int:
+        super().expect(value, guard, **options)
+        return len(value)
+
+    def holds(self, value: Any, params: int) -> bool:
+        return len(value) == params
+
+    def emit(self, var: str, params: int, ctx: EmitContext) -> str:
+        return f"len({var}) == {ctx.const(params, 'len')}"
+
+    def code(self, name: str, params: int) -> str:
+        return f"len({name}) == {params}"
+
+    def reason(self, name: str, value: Any, params: int) -> str:
+        return f"{self.code(name, params)} failed: got {_read_len(value)}"
+
+    def fact(self, params: int) -> Optional[tuple[str, Hashable]]:
+        return ("len", params)
+
+    def fact_of(self, fact: str, value: Any) -> Hashable:
+        return len(value)
+
+
+class SequenceLength(GuardKind):
+    """Exact type and length (a tuple of 3 stays a tuple of 3)."""
+
+    name = "SEQUENCE_LENGTH"
+    cost = 4
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Ident, int]:
+        super().expect(value, guard, **options)
+        return (Ident(type(value)), len(value))
+
+    def holds(self, value: Any, params: tuple[Ident, int]) -> bool:
+        return type(value) is params[0].get() and len(value) == params[1]
+
+    def emit(self, var: str, params: tuple[Ident, int], ctx: EmitContext) -> str:
+        type_ok = ctx.identical(f"type({var})", params[0], "type")
+        return f"{type_ok} and len({var}) == {ctx.const(params[1], 'len')}"
+
+    def code(self, name: str, params: tuple[Ident, int]) -> str:
+        return f"type({name}) is {describe_ident(params[0])} and len({name}) == {params[1]}"
+
+    def reason(self, name: str, value: Any, params: tuple[Ident, int]) -> str:
+        if type(value) is not params[0].get():
+            return (
+                f"type({name}) is {describe_ident(params[0])} failed: got "
+                f"{type_name(type(value))}"
+            )
+        return f"len({name}) == {params[1]} failed: got {_read_len(value)}"
+
+    def export(self, params: tuple[Ident, int]) -> tuple[Any, Any]:
+        return (params[0].weakref(), None)
+
+    def fact(self, params: tuple[Ident, int]) -> Optional[tuple[str, Hashable]]:
+        return ("type_len", (params[0].id, params[1]))
+
+    def fact_of(self, fact: str, value: Any) -> Hashable:
+        return (id(type(value)), len(value))
+
+
+class DictKeysMatch(GuardKind):
+    """Exact dict type and its keys, in order."""
+
+    name = "DICT_KEYS_MATCH"
+    cost = 6
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Ident, tuple[Any, ...]]:
+        super().expect(value, guard, **options)
+        if not isinstance(value, dict):
+            raise GuardKindError(
+                f"DICT_KEYS_MATCH on {guard.name}: expected a dict, found {type_name(type(value))}"
+            )
+        return (Ident(type(value)), tuple(dict.keys(value)))
+
+    def holds(self, value: Any, params: tuple[Ident, tuple[Any, ...]]) -> bool:
+        return type(value) is params[0].get() and tuple(dict.keys(value)) == params[1]
+
+    def emit(self, var: str, params: tuple[Ident, tuple[Any, ...]], ctx: EmitContext) -> str:
+        type_ok = ctx.identical(f"type({var})", params[0], "type")
+        return f"{type_ok} and list(dict.keys({var})) == {ctx.const(list(params[1]), 'keys')}"
+
+    def code(self, name: str, params: tuple[Ident, tuple[Any, ...]]) -> str:
+        return f"list(dict.keys({name})) == {show(list(params[1]))}"
+
+    def reason(self, name: str, value: Any, params: tuple[Ident, tuple[Any, ...]]) -> str:
+        if type(value) is not params[0].get():
+            return (
+                f"type({name}) is {describe_ident(params[0])} failed: got "
+                f"{type_name(type(value))}"
+            )
+        return f"{self.code(name, params)} failed: got {show(list(dict.keys(value)))}"
+
+    def export(self, params: tuple[Ident, tuple[Any, ...]]) -> tuple[Any, Any]:
+        return (params[0].weakref(), None)
+
+    def fact(self, params: tuple[Ident, tuple[Any, ...]]) -> Optional[tuple[str, Hashable]]:
+        try:
+            hash(params[1])
+        except TypeError:
+            return None
+        return ("type_keys", (params[0].id, params[1]))
+
+    def fact_of(self, fact: str, value: Any) -> Hashable:
+        return (id(type(value)), tuple(dict.keys(value)))
+
+
+class DictContains(GuardKind):
+    """``key in value`` (or, with ``invert=True``, ``key not in value``)."""
+
+    name = "DICT_CONTAINS"
+    cost = 4
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Any, bool]:
+        unknown = set(options) - {"key", "invert"}
+        if unknown or "key" not in options:
+            raise GuardKindError(
+                f"DICT_CONTAINS on {guard.name} takes key= and optional invert=, got "
+                f"{sorted(options)}: use functools.partial(GuardBuilder.DICT_CONTAINS, key=...)"
+            )
+        hash(options["key"])
+        return (options["key"], bool(options.get("invert", False)))
+
+    def holds(self, value: Any, params: tuple[Any, bool]) -> bool:
+        return (params[0] in value) is not params[1]
+
+    def emit(self, var: str, params: tuple[Any, bool], ctx: EmitContext) -> str:
+        op = "not in" if params[1] else "in"
+        return f"{ctx.const(params[0], 'key')} {op} {var}"
+
+    def code(self, name: str, params: tuple[Any, bool]) -> str:
+        return f"{show(params[0])} {'not in' if params[1] else 'in'} {name}"
+
+
+class HasAttr(GuardKind):
+    """The base of an ``AttrSource`` has that attribute."""
+
+    name = "HASATTR"
+    cost = 5
+    on_base = True
+    _want = True
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> str:
+        super().expect(value, guard, **options)
+        member = getattr(guard.originating_source, "member", None)
+        if not isinstance(member, str):
+            raise GuardKindError(
+                f"{self.name} needs an AttrSource (the attribute to test), got {guard.name}"
+            )
+        return member
+
+    def holds(self, value: Any, params: str) -> bool:
+        return hasattr(value, params) is self._want
+
+    def emit(self, var: str, params: str, ctx: EmitContext) -> str:
+        test = f"hasattr({var}, {ctx.const(params, 'attr')})"
+        return test if self._want else f"not {test}"
+
+    def code(self, name: str, params: str) -> str:
+        return f"{'' if self._want else 'not '}hasattr({name}, {params!r})"
+
+
+class NotHasAttr(HasAttr):
+    """The base of an ``AttrSource`` lacks that attribute."""
+
+    name = "NOT_HASATTR"
+    _want = False
+
+
+class FunctionMatch(GuardKind):
+    """A Python function with the same code object whose closure cells hold the same
+    objects; any other callable must be the same object (as ID_MATCH)."""
+
+    name = "FUNCTION_MATCH"
+    cost = 5
+
+    def resolve(self, value: Any, options: dict[str, Any]) -> GuardKind:
+        return self if type(value) is types.FunctionType else ID_MATCH
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> Any:
+        super().expect(value, guard, **options)
+        cells = value.__closure__
+        contents: Optional[tuple[Ident, ...]] = None
+        if cells is not None:
+            contents = tuple(Ident(_cell_value(c)) for c in cells)
+        return (Ident(value.__code__), contents)
+
+    def holds(self, value: Any, params: Any) -> bool:
+        code, contents = params
+        if type(value) is not types.FunctionType or value.__code__ is not code.get():
+            return False
+        cells = value.__closure__
+        if contents is None:
+            return cells is None
+        return (
+            cells is not None
+            and len(cells) == len(contents)
+            and all(i.alive and _cell_value(c) is i.get() for c, i in zip(cells, contents))
+        )
+
+    def emit(self, var: str, params: Any, ctx: EmitContext) -> str:
+        code, contents = params
+        fn_type = ctx.identical(f"type({var})", Ident(types.FunctionType), "FunctionType")
+        parts = [fn_type, ctx.identical(f"{var}.__code__", code, "code")]
+        if contents is None:
+            parts.append(f"{var}.__closure__ is None")
+        else:
+            parts.append(f"len({var}.__closure__) == {ctx.const(len(contents), 'n')}")
+            cell_value = ctx.const(_cell_value, "cell_value")
+            for i, ident in enumerate(contents):
+                expr = f"{cell_value}({var}.__closure__[{ctx.const(i, 'i')}])"
+                parts.append(ctx.identical(expr, ident, "cell"))
+        return " and ".join(parts)
+
+    def code(self, name: str, params: Any) -> str:
+        code, contents = params
+        text = f"{name}.__code__ is {describe_ident(code)}"
+        if contents:
+            text += f" and its {len(contents)} closure cells hold the same objects"
+        return text
+
+    def reason(self, name: str, value: Any, params: Any) -> str:
+        code, _ = params
+        if type(value) is not types.FunctionType:
+            return f"{self.code(name, params)} failed: got {show(value)}"
+        if value.__code__ is not code.get():
+            return f"{self.code(name, params)} failed: a different code object"
+        return f"{self.code(name, params)} failed: the closure differs"
+
+
+_EMPTY_CELL = object()
+
+
+def _cell_value(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _EMPTY_CELL
+
+
+class WeakrefAlive(GuardKind):
+    """The weak reference still has its referent."""
+
+    name = "WEAKREF_ALIVE"
+    cost = 2
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> None:
+        super().expect(value, guard, **options)
+
+    def holds(self, value: Any, params: None) -> bool:
+        return value() is not None
+
+    def emit(self, var: str, params: None, ctx: EmitContext) -> str:
+        return f"{var}() is not None"
+
+    def code(self, name: str, params: None) -> str:
+        return f"{name}() is not None"
+
+    def reason(self, name: str, value: Any, params: None) -> str:
+        return f"{self.code(name, params)} failed: the referent is dead"
+
+
+# ---- relational -------------------------------------------------------------------------
+
+
+class DuplicateInput(RelationalKind):
+    """Two sources hold the same object (``functools.partial(DUPLICATE_INPUT,
+    source_b=...)``); built from ``DuplicateInputs`` environment expressions too."""
+
+    name = "DUPLICATE_INPUT"
+
+    def extra_sources(self, guard: Any, **options: Any) -> tuple[Any, ...]:
+        if set(options) != {"source_b"}:
+            raise GuardKindError(
+                f"DUPLICATE_INPUT on {guard.name} takes source_b= (the other source), got "
+                f"{sorted(options)}"
+            )
+        return (options["source_b"],)
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> None:
+        return None
+
+    def holds(self, value: Any, params: None) -> bool:
+        a, b = value
+        return a is b
+
+    def emit(self, var: Any, params: None, ctx: EmitContext) -> str:
+        return f"{var[0]} is {var[1]}"
+
+    def code(self, name: Any, params: None) -> str:
+        return f"{name[0]} is {name[1]}"
+
+    def reason(self, name: Any, value: Any, params: None) -> str:
+        return f"{self.code(name, params)} failed: they are different objects"
+
+
+class NoAliasing(RelationalKind):
+    """All the sources hold pairwise distinct objects
+    (``functools.partial(NO_ALIASING, others=(source, ...))``)."""
+
+    name = "NO_ALIASING"
+
+    def extra_sources(self, guard: Any, **options: Any) -> tuple[Any, ...]:
+        if set(options) != {"others"} or not options["others"]:
+            raise GuardKindError(
+                f"NO_ALIASING on {guard.name} takes others= (a non-empty tuple of sources), "
+                f"got {sorted(options)}"
+            )
+        return tuple(options["others"])
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> None:
+        return None
+
+    def holds(self, value: Any, params: None) -> bool:
+        return len({id(v) for v in value}) == len(value)
+
+    def emit(self, var: Any, params: None, ctx: EmitContext) -> str:
+        if len(var) == 2:
+            return f"{var[0]} is not {var[1]}"
+        return f"len({{{', '.join(f'id({v})' for v in var)}}}) == {ctx.const(len(var), 'n')}"
+
+    def code(self, name: Any, params: None) -> str:
+        return f"no two of {', '.join(name)} are the same object"
+
+    def reason(self, name: Any, value: Any, params: None) -> str:
+        seen: dict[int, str] = {}
+        for n, v in zip(name, value):
+            if id(v) in seen:
+                return f"{self.code(name, params)} failed: {seen[id(v)]} is {n}"
+            seen[id(v)] = n
+        return f"{self.code(name, params)} failed"
+
+
+# ---- ambient ------------------------------------------------------------------------------
+
+
+class GlobalStateKind(GuardKind):
+    """Every guarded state of the global-state registry still has its build-time value."""
+
+    name = "GLOBAL_STATE"
+    cost = 8
+    reads_value = False
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Any, ...]:
+        super().expect(value, guard, **options)
+        return tuple((s, s.read()) for s in global_states.guarded())
+
+    def holds(self, value: Any, params: tuple[Any, ...]) -> bool:
+        return all(state.read() == expected for state, expected in params)
+
+    def emit(self, var: Any, params: tuple[Any, ...], ctx: EmitContext) -> str:
+        if not params:
+            return "True"
+        return " and ".join(
+            f"{ctx.const(s.read, 'read_' + s.name)}() == {ctx.const(v, s.name)}"
+            for s, v in params
+        )
+
+    def code(self, name: Any, params: tuple[Any, ...]) -> str:
+        return f"GLOBAL_STATE unchanged: {', '.join(s.name for s, _ in params) or '(no states)'}"
+
+    def reason(self, name: Any, value: Any, params: tuple[Any, ...]) -> str:
+        changed = []
+        for state, expected in params:
+            try:
+                now = state.read()
+            except Exception as e:
+                changed.append(f"{state.name} (reading it raised {type(e).__name__}: {e})")
+                continue
+            if not now == expected:
+                changed.append(
+                    f"{state.name} (expected {state.describe(expected)}, got {state.describe(now)})"
+                )
+        return "GLOBAL_STATE changed: " + ", ".join(changed)
+
+
+TYPE_MATCH = TypeMatch()
+ID_MATCH = IdMatch()
+NONE_MATCH = NoneMatch()
+BOOL_MATCH = BoolMatch()
+EQUALS_MATCH = EqualsMatch()
+
+for _kind in (
+    TYPE_MATCH,
+    ID_MATCH,
+    EQUALS_MATCH,
+    ConstantMatch(),
+    NONE_MATCH,
+    NotNone(),
+    BOOL_MATCH,
+    LengthCheck(),
+    SequenceLength(),
+    DictKeysMatch(),
+    DictContains(),
+    HasAttr(),
+    NotHasAttr(),
+    FunctionMatch(),
+    WeakrefAlive(),
+    DuplicateInput(),
+    NoAliasing(),
+    GlobalStateKind(),
+):
+    register_guard_kind(_kind)
+del _kind

@@ -1,0 +1,241 @@
+"""``compile_guards``: guards, environment expressions and shape guards -> a
+``CheckFunction``.
+
+May import: errors, guards, contexts, compiler.*.
+"""
+
+from __future__ import annotations
+
+import linecache
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Optional
+
+from ..errors import GuardCompileError
+from ..guards import Guard, GuardEnvExpr, Source
+from . import builtin_kinds as _builtin_kinds  # noqa: F401  (registers the kinds)
+from .builder import GuardBuilder, Leaf
+from .codegen import generate, leaf_order_key
+from .reference import GuardFailure, evaluate, explain_leaves
+from .shape import add_shape_guards
+from .values import Ident
+
+__all__ = ["CheckFunction", "CheckResult", "compile_guards"]
+
+
+class CheckResult:
+    """What ``CheckFunction.verbose`` returns: the result and, when False, the failures."""
+
+    __slots__ = ("failures", "result")
+
+    def __init__(self, result: bool, failures: list[GuardFailure]) -> None:
+        self.result = result
+        self.failures = failures
+
+    def __bool__(self) -> bool:
+        return self.result
+
+    def __repr__(self) -> str:
+        return f"CheckResult(result={self.result}, failures={[str(f) for f in self.failures]})"
+
+
+class CheckFunction:
+    """A compiled guard check. ``fn`` is the generated function itself (call it on the hot
+    path); calling the CheckFunction does the same with one more call layer.
+
+    With ``arg_names`` the check takes those locals positionally, else one mapping of
+    locals. ``explain``/``verbose`` take the same arguments as ``fn``.
+
+    When an object held by identity dies, the check becomes invalid: ``fn`` returns False
+    from then on (see [Note: Identity binding]), ``valid`` is False, ``invalid_reason`` says
+    which source's object died, and callbacks added with ``on_invalidate`` run once.
+    """
+
+    def __init__(
+        self,
+        leaves: list[Leaf],
+        guards: list[Guard],
+        *,
+        name: str,
+        arg_names: Optional[tuple[str, ...]],
+        f_globals: Optional[Mapping[str, Any]],
+    ) -> None:
+        self.leaves = leaves
+        self.guards = guards
+        self.name = name
+        self.arg_names = arg_names
+        self.f_globals = f_globals
+        self.valid = True
+        self.invalid_reason: Optional[str] = None
+        self._callbacks: list[Callable[[CheckFunction], None]] = []
+        self._lock = threading.Lock()
+        self._idents: list[Ident] = []
+        self_ref = weakref.ref(self)
+        ident_names: dict[int, list[str]] = {}
+
+        def on_weak(ident: Ident, const_name: str) -> None:
+            self._idents.append(ident)
+            source_names = [
+                leaf.sources[0].name() if leaf.sources else "?"
+                for leaf in leaves
+                if _leaf_holds_ident(leaf, ident)
+            ]
+            ident_names.setdefault(id(ident), []).append(const_name)
+            ident.on_death(lambda: _invalidate(self_ref, const_name, source_names))
+
+        code = generate(leaves, name=name, arg_names=arg_names, f_globals=f_globals, on_weak=on_weak)
+        self.fn: Callable[..., bool] = code.fn
+        self.source = code.source
+        self.filename = code.filename
+        self._namespace = code.namespace
+        weakref.finalize(self, linecache.cache.pop, code.filename, None)
+
+    def __call__(self, *args: Any) -> bool:
+        return self.fn(*args)
+
+    def _frame(self, args: tuple[Any, ...]) -> Any:
+        if self.arg_names is None:
+            if len(args) != 1:
+                raise TypeError(f"{self.name}: this check takes one mapping of locals")
+            return args[0]
+        if len(args) != len(self.arg_names):
+            raise TypeError(
+                f"{self.name}: this check takes {len(self.arg_names)} arguments "
+                f"{list(self.arg_names)}, got {len(args)}"
+            )
+        return dict(zip(self.arg_names, args))
+
+    def reference(self, *args: Any) -> bool:
+        """The reference evaluator's answer for the same arguments (slow; for testing)."""
+        if not self.valid:
+            return False
+        return evaluate(self.leaves, self._frame(args), self.f_globals or {})
+
+    def explain(self, *args: Any, first_only: bool = False) -> list[GuardFailure]:
+        """The failing guards for these arguments, with reasons; [] when all hold."""
+        failures = []
+        if not self.valid:
+            failures.append(GuardFailure(str(self.invalid_reason), "INVALIDATED", ()))
+            if first_only:
+                return failures
+        failures += explain_leaves(
+            self.leaves, self._frame(args), self.f_globals or {}, first_only=first_only
+        )
+        return failures
+
+    def verbose(self, *args: Any) -> CheckResult:
+        """Run the check; when it fails, also say why."""
+        if self.fn(*args):
+            return CheckResult(True, [])
+        failures = self.explain(*args)
+        if not failures:
+            failures = [
+                GuardFailure(
+                    "the check failed but every guard held when re-evaluated: a source read "
+                    "or comparison is not deterministic",
+                    "NONDETERMINISTIC",
+                    (),
+                )
+            ]
+        return CheckResult(False, failures)
+
+    def on_invalidate(self, callback: Callable[[CheckFunction], None]) -> None:
+        """Run ``callback(check)`` once, when the check becomes invalid (now, if it is)."""
+        with self._lock:
+            if self.valid:
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def invalidate(self, reason: str) -> None:
+        """Make the check fail from now on (idempotent)."""
+        with self._lock:
+            if not self.valid:
+                return
+            self.valid = False
+            self.invalid_reason = reason
+            for name, value in list(self._namespace.items()):
+                if name.startswith("___id_") and isinstance(value, int):
+                    self._namespace[name] = -1
+            self.fn = _always_false
+            callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            cb(self)
+
+    def __repr__(self) -> str:
+        state = "valid" if self.valid else f"invalid: {self.invalid_reason}"
+        return f"<CheckFunction {self.name} ({len(self.leaves)} checks, {state})>"
+
+
+def _always_false(*args: Any) -> bool:
+    return False
+
+
+def _leaf_holds_ident(leaf: Leaf, ident: Ident) -> bool:
+    params = leaf.params
+    stack = [params]
+    while stack:
+        p = stack.pop()
+        if p is ident:
+            return True
+        if isinstance(p, (tuple, list)):
+            stack.extend(p)
+    return False
+
+
+def _invalidate(ref: Any, const_name: str, source_names: list[str]) -> None:
+    check = ref()
+    if check is None:
+        return
+    what = " and ".join(dict.fromkeys(source_names)) or const_name
+    check._namespace[const_name] = -1
+    check.invalidate(f"Cache line invalidated because {what} got deallocated")
+
+
+def compile_guards(
+    guards: Iterable[Guard] = (),
+    *,
+    env_exprs: Iterable[GuardEnvExpr] = (),
+    shape_guards: Iterable[Any] = (),
+    symbol_sources: Optional[Mapping[Any, Source]] = None,
+    f_locals: Optional[Mapping[str, Any]] = None,
+    f_globals: Optional[Mapping[str, Any]] = None,
+    arg_names: Optional[Sequence[str]] = None,
+    name: str = "guards",
+    check_frame: bool = True,
+) -> CheckFunction:
+    """Compile guards into a ``CheckFunction``.
+
+    The guards are built against the frame ``f_locals``/``f_globals`` (kinds read the current
+    values to know what to expect). ``arg_names`` makes the check take those locals
+    positionally (fastest); otherwise it takes one mapping of locals. ``f_globals`` is also
+    where globals are read at check time. ``shape_guards`` (``ShapeGuard``s or sympy
+    booleans) need ``symbol_sources``, mapping each symbol to its source.
+
+    With ``check_frame`` (default) the new check must accept the frame it was built from;
+    ``GuardCompileError`` says which guard did not.
+    """
+    builder = GuardBuilder(f_locals, f_globals)
+    ordered = sorted(set(guards), key=lambda g: g.sort_key())
+    for guard in ordered:
+        builder.add_guard(guard)
+    for expr in env_exprs:
+        builder.add_env_expr(expr)
+    shape_guards = list(shape_guards)
+    if shape_guards:
+        add_shape_guards(builder, shape_guards, symbol_sources or {})
+    leaves = sorted(builder.leaves, key=leaf_order_key)
+    args = tuple(arg_names) if arg_names is not None else None
+    check = CheckFunction(leaves, ordered, name=name, arg_names=args, f_globals=f_globals)
+    if check_frame and f_locals is not None:
+        frame_args = (
+            (f_locals,) if args is None else tuple(f_locals[a] for a in args if a in f_locals)
+        )
+        if len(frame_args) == (1 if args is None else len(args)) and not check.fn(*frame_args):
+            failures = check.explain(*frame_args) or ["(no guard failed on re-evaluation)"]
+            raise GuardCompileError(
+                f"{name}: the compiled guards reject the frame they were built from:\n"
+                + "\n".join(f"  - {f}" for f in failures)
+            )
+    return check

@@ -1,0 +1,189 @@
+"""The guard-kind protocol and its registry.
+
+May import: errors, guards, compiler.values.
+
+A guard kind says, for one assumption, four things kept apart:
+  * ``expect(value, guard, **options)``: at build time, what to hold on to (the "params"),
+    from the value the source has in the frame being compiled;
+  * ``holds(value, params)``: the reference meaning, in plain Python, used by the reference
+    evaluator and by ``explain`` (tests compare it with the generated code);
+  * ``emit(var, params, ctx)``: a Python boolean expression over the variable holding the
+    source's value, for the generated check function;
+  * ``code(name, params)`` / ``reason(name, value, params)``: display text: what the guard
+    says, and why it failed for a value.
+A kind is registered once (``register_guard_kind``); registering makes it a ``GuardBuilder``
+attribute whose value is the ``create_fn`` that ``Source.make_guard`` takes. Nothing in the
+compiler names a particular kind.
+
+Relational kinds (``RelationalKind``) guard several sources at once; their ``holds`` and
+``emit`` receive a tuple of values / variables.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
+
+from ..errors import GuardKindError
+from ..guards import RELATIONAL_ATTR
+
+if TYPE_CHECKING:
+    from ..guards import Guard
+    from .builder import GuardBuilder
+
+__all__ = [
+    "EmitContext",
+    "GuardKind",
+    "RelationalKind",
+    "get_guard_kind",
+    "guard_kinds",
+    "register_guard_kind",
+]
+
+
+class EmitContext:
+    """What ``emit`` may use: ``const(obj, hint)`` binds an object strongly and returns its
+    name; ``identical(expr, obj, hint)`` returns an expression true iff ``expr`` evaluates to
+    ``obj`` (see [Note: Identity binding])."""
+
+    def const(self, obj: Any, hint: str = "c") -> str:
+        raise NotImplementedError
+
+    def identical(self, expr: str, ident: Any, hint: str = "o") -> str:
+        raise NotImplementedError
+
+
+class GuardKind:
+    """One kind of guard on one source. Subclass, set ``name``, implement the four parts.
+
+    ``cost`` orders checks within a source (cheap first). ``reads_value`` is False for kinds
+    whose source has no frame value (GLOBAL_STATE, SHAPE_ENV). ``on_base`` makes the kind
+    read its source's base (HASATTR on ``AttrSource(x, 'a')`` reads ``x``).
+    """
+
+    name: ClassVar[str] = ""
+    cost: ClassVar[int] = 5
+    reads_value: ClassVar[bool] = True
+    on_base: ClassVar[bool] = False
+    relational: ClassVar[bool] = False
+
+    def resolve(self, value: Any, options: dict[str, Any]) -> GuardKind:
+        """The kind that actually guards ``value`` (CONSTANT_MATCH picks one by value)."""
+        return self
+
+    def expect(self, value: Any, guard: Guard, **options: Any) -> Any:
+        """Params to keep, from the value at build time (default: the value itself)."""
+        if options:
+            raise GuardKindError(f"{self.name} takes no options, got {sorted(options)}")
+        return value
+
+    def holds(self, value: Any, params: Any) -> bool:
+        raise NotImplementedError
+
+    def emit(self, var: Any, params: Any, ctx: EmitContext) -> str:
+        raise NotImplementedError
+
+    def code(self, name: Any, params: Any) -> str:
+        raise NotImplementedError
+
+    def reason(self, name: Any, value: Any, params: Any) -> str:
+        """Why ``value`` fails; the default restates the guard."""
+        return f"{self.code(name, params)} failed"
+
+    def export(self, params: Any) -> tuple[Any, Any]:
+        """(guarded class weakref or None, object weakref or None) for ``set_export_info``."""
+        return (None, None)
+
+    def fact(self, params: Any) -> Optional[tuple[str, Hashable]]:
+        """A hashable fact this guard pins, as (fact name, expected fact), or None.
+
+        The specializing cache dispatches on facts: ``fact_of(fact name, value)`` computes the
+        fact of a runtime value, and the guard holds only if it equals the expected fact.
+        """
+        return None
+
+    def fact_of(self, fact: str, value: Any) -> Hashable:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<guard kind {self.name}>"
+
+
+class RelationalKind(GuardKind):
+    """A kind over several sources. The guard's own source is the first; the others come
+    from the create_fn's options (``expect`` returns them in ``extra_sources``)."""
+
+    relational = True
+    cost = 20
+
+    def extra_sources(self, guard: Guard, **options: Any) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+
+_kinds: dict[str, GuardKind] = {}
+_create_fns: dict[str, Callable[..., Any]] = {}
+_lock = threading.Lock()
+
+
+def _make_create_fn(kind: GuardKind) -> Callable[..., Any]:
+    def create_fn(builder: GuardBuilder, guard: Guard, **options: Any) -> None:
+        builder.install(kind, guard, options)
+
+    create_fn.__name__ = create_fn.__qualname__ = kind.name
+    create_fn.__doc__ = type(kind).__doc__
+    create_fn.__jitguard_kind__ = kind  # type: ignore[attr-defined]
+    if kind.relational:
+        setattr(create_fn, RELATIONAL_ATTR, True)
+    return create_fn
+
+
+def register_guard_kind(kind: GuardKind, *, replace: bool = False) -> Callable[..., Any]:
+    """Register ``kind``; returns its create_fn, also reachable as ``GuardBuilder.<NAME>``.
+
+    Options reach the kind through ``functools.partial(create_fn, option=value)``.
+    """
+    if not isinstance(kind, GuardKind) or not kind.name.isidentifier():
+        raise GuardKindError(f"{kind!r} is not a GuardKind with an identifier as name")
+    with _lock:
+        if kind.name in _kinds and not replace:
+            raise GuardKindError(
+                f"a guard kind named {kind.name} is already registered; pass replace=True"
+            )
+        _kinds[kind.name] = kind
+        fn = _make_create_fn(kind)
+        _create_fns[kind.name] = fn
+    return fn
+
+
+def get_guard_kind(create_fn: Callable[..., Any]) -> tuple[GuardKind, dict[str, Any]]:
+    """The kind behind a create_fn (unwrapping ``functools.partial``) and its options."""
+    options: dict[str, Any] = {}
+    fn = create_fn
+    while isinstance(fn, functools.partial):
+        if fn.args:
+            raise GuardKindError(
+                f"guard kind options must be keywords: functools.partial({fn.func.__name__}, "
+                f"name=value), got positional {fn.args!r}"
+            )
+        options = {**fn.keywords, **options}
+        fn = fn.func
+    kind = getattr(fn, "__jitguard_kind__", None)
+    if kind is None:
+        raise GuardKindError(f"{create_fn!r} is not the create_fn of a registered guard kind")
+    return kind, options
+
+
+def guard_kinds() -> dict[str, GuardKind]:
+    """Every registered kind, by name."""
+    return dict(_kinds)
+
+
+def create_fn_for(name: str) -> Callable[..., Any]:
+    try:
+        return _create_fns[name]
+    except KeyError:
+        raise AttributeError(
+            f"no guard kind named {name!r}; registered: {sorted(_create_fns)}"
+        ) from None

@@ -1,0 +1,125 @@
+"""The reference evaluator: a slow, plainly correct interpreter of leaves, and the failure
+reasons built from it.
+
+May import: guards, stacks, compiler.builder, compiler.values.
+
+Every value is read through the sources' own ``access``/``get_value`` (no generated code) and every
+check through ``GuardKind.holds``. Tests compare it with the generated check function on
+random guards and values; ``CheckFunction.explain`` uses it to say what failed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from collections.abc import Iterable
+from typing import Any, Optional
+
+from ..guards import ChainedSource, Guard, Source
+from .builder import Leaf
+
+__all__ = ["GuardFailure", "evaluate", "evaluate_leaf", "explain_leaves"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardFailure:
+    """One failed guard: what it checked, why it failed, and where it was installed."""
+
+    reason: str
+    kind: str
+    source_names: tuple[str, ...]
+    guard: Optional[Guard] = None
+    user_stack: Optional[traceback.StackSummary] = None
+
+    def __str__(self) -> str:
+        return self.reason
+
+    def format(self, *, user_stack: bool = True) -> str:
+        """The reason, then ``User stack trace:`` and the stack when one is known."""
+        text = self.reason
+        if user_stack and self.user_stack:
+            text += "\nUser stack trace:\n" + "".join(self.user_stack.format()).rstrip("\n")
+        return text
+
+
+class _Reader:
+    """Reads sources for one evaluation, remembering failures so a broken base is reported
+    once for everything under it."""
+
+    def __init__(self, f_locals: Any, f_globals: Any) -> None:
+        self.f_locals, self.f_globals = f_locals, f_globals
+        self.values: dict[Source, Any] = {}
+
+    def read(self, source: Source) -> Any:
+        if source in self.values:
+            return self.values[source]
+        if isinstance(source, ChainedSource) and hasattr(source, "access"):
+            value = source.access(self.read(source.base))
+        else:
+            value = source.get_value(self.f_locals, self.f_globals)
+        self.values[source] = value
+        return value
+
+
+def _failure(leaf: Leaf, reason: str) -> GuardFailure:
+    return GuardFailure(
+        reason=reason,
+        kind=leaf.kind.name,
+        source_names=tuple(s.name() for s in leaf.sources),
+        guard=leaf.guard,
+        user_stack=leaf.user_stack,
+    )
+
+
+def evaluate_leaf(leaf: Leaf, reader: _Reader, *, explain: bool) -> Optional[GuardFailure]:
+    """None if the leaf holds; else a failure (with a reason only when ``explain``)."""
+    values = []
+    for source in leaf.sources:
+        try:
+            values.append(reader.read(source))
+        except Exception as e:
+            if not explain:
+                return _FAILED
+            return _failure(
+                leaf, f"{source.name()} could not be read: {type(e).__name__}: {e}"
+            )
+    value: Any = tuple(values) if leaf.kind.relational else (values[0] if values else None)
+    try:
+        ok = bool(leaf.kind.holds(value, leaf.params))
+    except Exception as e:
+        if not explain:
+            return _FAILED
+        return _failure(leaf, f"{leaf.code()} failed: checking raised {type(e).__name__}: {e}")
+    if ok:
+        return None
+    if not explain:
+        return _FAILED
+    try:
+        reason = leaf.kind.reason(leaf.names(), value, leaf.params)
+    except Exception as e:
+        reason = f"{leaf.code()} failed (the reason could not be built: {type(e).__name__})"
+    return _failure(leaf, reason)
+
+
+_FAILED = GuardFailure("failed", "", ())
+
+
+def evaluate(leaves: Iterable[Leaf], f_locals: Any, f_globals: Any) -> bool:
+    """True if every leaf holds for this frame (a read or check that raises fails)."""
+    reader = _Reader(f_locals, f_globals)
+    return all(evaluate_leaf(leaf, reader, explain=False) is None for leaf in leaves)
+
+
+def explain_leaves(
+    leaves: Iterable[Leaf], f_locals: Any, f_globals: Any, *, first_only: bool = False
+) -> list[GuardFailure]:
+    """The failures of the leaves, in check order."""
+    reader = _Reader(f_locals, f_globals)
+    out = []
+    for leaf in leaves:
+        failure = evaluate_leaf(leaf, reader, explain=True)
+        if failure is not None:
+            out.append(failure)
+            if first_only:
+                break
+    return out

@@ -1,0 +1,144 @@
+"""Helpers shared by the guard kinds: safe display of values and how a kind refers to an
+object by identity.
+
+May import: nothing from jitguard but errors.
+
+# [Note: Identity binding]
+# An identity guard must never hit on a different object that happens to reuse a dead
+# object's ``id()``. Objects are bound one of two ways:
+#   * strongly, comparing with ``is``: objects that live as long as the process anyway
+#     (builtins, modules, module-level classes and functions reachable by import), and
+#     objects that cannot be weakly referenced (small ints, tuples, ...). Holding them
+#     costs nothing extra, and a held object cannot die, so its id cannot be reused.
+#   * weakly, comparing ``id()``: everything else. A weakref callback invalidates the
+#     check function: the bound id is replaced by -1 (which no object has), so the
+#     compiled code fails from then on with no per-call cost, and the CheckFunction
+#     reports ``Cache line invalidated because <source> got deallocated``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import weakref
+import sys
+import types
+from typing import Any
+
+__all__ = ["Ident", "describe_ident", "is_long_lived", "show", "type_name"]
+
+_SCALARS = (int, float, complex, str, bytes, bool, type(None))
+_BUILTIN_IDS = frozenset(id(v) for v in vars(builtins).values())
+
+
+def is_long_lived(obj: Any) -> bool:
+    """True if ``obj`` lives as long as its module: a builtin, a module in ``sys.modules``,
+    or a class/function found at its own ``__module__``/``__qualname__``."""
+    if id(obj) in _BUILTIN_IDS or obj is None or obj is True or obj is False:
+        return True
+    if isinstance(obj, types.ModuleType):
+        return sys.modules.get(obj.__name__) is obj
+    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+        qualname = getattr(obj, "__qualname__", None)
+        module = sys.modules.get(getattr(obj, "__module__", None) or "")
+        if module is None or not isinstance(qualname, str) or "<" in qualname:
+            return False
+        current: Any = module
+        for part in qualname.split("."):
+            current = vars(current).get(part) if hasattr(current, "__dict__") else None
+            if current is None:
+                return False
+        return current is obj
+    return False
+
+
+def show(value: Any, limit: int = 80) -> str:
+    """Text for a value in a failure reason, never running user code: ``repr`` for builtin
+    scalars and small containers of them, else ``<TypeName object>``."""
+    if type(value) in _SCALARS or (
+        type(value) in (tuple, list, frozenset) and len(value) <= 16
+        and all(type(v) in _SCALARS for v in value)
+    ):
+        text = repr(value)
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+    if isinstance(value, type):
+        return type_name(value)
+    return f"<{type_name(type(value))} object>"
+
+
+def type_name(tp: type) -> str:
+    """A type's qualified name (``int``, ``Config``, ``mymod.Config`` when ambiguous)."""
+    try:
+        name = tp.__qualname__
+    except Exception:  # pragma: no cover - hostile metaclass
+        return "<type>"
+    return name if isinstance(name, str) else "<type>"
+
+
+class Ident:
+    """An object a guard refers to by identity, held strongly or weakly as
+    [Note: Identity binding] says. ``get()`` is the object, or None once it died."""
+
+    __slots__ = ("__weakref__", "_listeners", "_ref", "_strong", "id", "type_name")
+
+    def __init__(self, obj: Any) -> None:
+        self.id = id(obj)
+        self.type_name = type_name(type(obj))
+        self._listeners: list[Any] = []
+        self._strong: Any = None
+        self._ref: Any = None
+        if is_long_lived(obj):
+            self._strong = obj
+            return
+        try:
+            self._ref = weakref.ref(obj, self._died)
+        except TypeError:
+            self._strong = obj
+
+    @property
+    def is_weak(self) -> bool:
+        return self._ref is not None
+
+    def get(self) -> Any:
+        return self._ref() if self._ref is not None else self._strong
+
+    @property
+    def alive(self) -> bool:
+        return self._ref is None or self._ref() is not None
+
+    def on_death(self, callback: Any) -> None:
+        """Call ``callback()`` when the object dies (never, for a strongly held one)."""
+        self._listeners.append(callback)
+
+    def weakref(self) -> Any:
+        """A weak reference for export info, or None when the object allows none."""
+        if self._ref is not None:
+            return self._ref
+        try:
+            return weakref.ref(self._strong)
+        except TypeError:
+            return None
+
+    def _died(self, _ref: Any) -> None:
+        listeners, self._listeners = self._listeners, []
+        for callback in listeners:
+            callback()
+
+    def __repr__(self) -> str:
+        state = "weak" if self.is_weak else "strong"
+        return f"<Ident {self.type_name} at {hex(self.id)} ({state}{'' if self.alive else ', dead'})>"
+
+
+def describe_ident(ident: Ident) -> str:
+    """``<Foo object at 0x..>``, or the name of a class, function or module."""
+    obj = ident.get()
+    if obj is None and ident.is_weak:
+        return f"<deallocated {ident.type_name} at {hex(ident.id)}>"
+    if isinstance(obj, type):
+        return type_name(obj)
+    if isinstance(obj, types.ModuleType):
+        return f"<module {obj.__name__!r}>"
+    if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)):
+        return f"<function {getattr(obj, '__qualname__', '?')}>"
+    if type(obj) in _SCALARS:
+        return show(obj)
+    return f"<{ident.type_name} object at {hex(ident.id)}>"

@@ -1,0 +1,22 @@
+"""Shared fixtures. Every test starts and must end outside any compile or tracing context."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from jitguard import CompileContext, TracingContext
+from jitguard._src import contexts
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_contexts() -> Iterator[None]:
+    """Fail a test that leaves a compile or tracing context installed on this thread."""
+    assert TracingContext.try_get() is None, "a previous test leaked a TracingContext"
+    assert CompileContext.try_get() is None, "a previous test leaked a CompileContext"
+    yield
+    leaked = (TracingContext.try_get(), CompileContext.try_get())
+    contexts._TLS.tracing_context = None
+    contexts._TLS.compile_context = None
+    assert leaked == (None, None), f"test leaked contexts: {leaked}"
