@@ -106,7 +106,10 @@ def test_guard_source_members_and_values() -> None:
 G_ = GuardSource
 FSDP = {G_.LOCAL_FSDP_MODULE, G_.GLOBAL_FSDP_MODULE}
 SPECIALIZED = {G_.LOCAL_SPECIALIZED_NN_MODULE, G_.GLOBAL_SPECIALIZED_NN_MODULE}
-UNSPEC_BUILTIN = {G_.LOCAL_UNSPECIALIZED_BUILTIN_NN_MODULE, G_.GLOBAL_UNSPECIALIZED_BUILTIN_NN_MODULE}
+UNSPEC_BUILTIN = {
+    G_.LOCAL_UNSPECIALIZED_BUILTIN_NN_MODULE,
+    G_.GLOBAL_UNSPECIALIZED_BUILTIN_NN_MODULE,
+}
 UNSPEC = UNSPEC_BUILTIN | {G_.LOCAL_UNSPECIALIZED_NN_MODULE, G_.GLOBAL_UNSPECIALIZED_NN_MODULE}
 LOCALS = {
     G_.LOCAL,
@@ -260,8 +263,16 @@ def test_guard_eq_with_non_guard() -> None:
 
 def test_sort_key_fields() -> None:
     """sort_key is (relational, source value, len(name), name, create_fn first line)."""
+    assert RELATIONAL_ATTR == "__jitguard_relational__"
+    assert Guard(L("a"), DUPLICATE_INPUT).sort_key()[0] is True
     g = Guard(GlobalSource("cfg"), TYPE_MATCH)
-    assert g.sort_key() == (False, 1, len("G['cfg']"), "G['cfg']", TYPE_MATCH.__code__.co_firstlineno)
+    assert g.sort_key() == (
+        False,
+        1,
+        len("G['cfg']"),
+        "G['cfg']",
+        TYPE_MATCH.__code__.co_firstlineno,
+    )
 
 
 def test_sorting_puts_relational_last_then_source_then_name() -> None:

@@ -72,7 +72,11 @@ def test_patterns_match_their_forms() -> None:
     assert COMPILE_ID_PATTERN.match("!4") is None
     m = CA_COMPILE_ID_PATTERN.match("!7")
     assert m is not None
-    assert m.groupdict() == {"compiled_autograd_id": "7", "frame_id": None, "frame_compile_id": None}
+    assert m.groupdict() == {
+        "compiled_autograd_id": "7",
+        "frame_id": None,
+        "frame_compile_id": None,
+    }
     m = CA_COMPILE_ID_PATTERN.match("!7/8/9")
     assert m is not None
     assert m.groupdict() == {"compiled_autograd_id": "7", "frame_id": "8", "frame_compile_id": "9"}

@@ -94,3 +94,19 @@ def test_format_frame() -> None:
     assert format_frame("given") == "given"
     no_line = traceback.FrameSummary("a.py", 3, "f", lookup_line=False)
     assert format_frame(no_line, line=True) == "a.py:3 in f"
+
+
+def test_lines_reads_no_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lines() gives (file, line, name) per frame, oldest first, without linecache."""
+    line = sys._getframe().f_lineno + 1
+    stack = _outer()
+    expected = [(fs.filename, fs.lineno, fs.name) for fs in stack.summary()]
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("linecache used by lines()")
+
+    for name in ("getline", "getlines", "checkcache", "updatecache", "lazycache"):
+        monkeypatch.setattr(linecache, name, boom)
+    got = stack.lines()
+    assert got == expected
+    assert got[-3] == (__file__, line, "test_lines_reads_no_file")

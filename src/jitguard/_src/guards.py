@@ -16,10 +16,17 @@ import logging
 import traceback
 import weakref
 from collections.abc import Callable
-from typing import Any, NamedTuple, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union
 
 from .config import config
 from .stacks import CapturedStack, format_frame
+
+if TYPE_CHECKING:  # mypy: source_dataclass makes frozen dataclasses
+    from typing_extensions import dataclass_transform
+else:
+
+    def dataclass_transform(**kwargs: Any) -> Any:
+        return lambda fn: fn
 
 __all__ = [
     "RELATIONAL_ATTR",
@@ -139,6 +146,7 @@ class ShapeGuard(NamedTuple):
 _S = TypeVar("_S")
 
 
+@dataclass_transform(frozen_default=True)
 def source_dataclass(cls: type[_S]) -> type[_S]:
     """``dataclass(frozen=True)`` whose hash is computed once and cached.
 
