@@ -4,6 +4,24 @@ Re-exports only; the code lives in ``jitguard._src``. Torch-only names are reach
 (see [Note: Lazy integrations]).
 """
 
+from ._src.cache.entry import CacheEntry as CacheEntry
+from ._src.cache.entry import register_specificity as register_specificity
+from ._src.cache.policy import ArgContext as ArgContext
+from ._src.cache.policy import ArgPolicy as ArgPolicy
+from ._src.cache.policy import ArgRule as ArgRule
+from ._src.cache.policy import register_arg_rule as register_arg_rule
+from ._src.cache.reasons import RecompileRecord as RecompileRecord
+from ._src.cache.request import CompileRequest as CompileRequest
+from ._src.cache.request import RestartCompile as RestartCompile
+from ._src.cache.specialize import FunctionCache as FunctionCache
+from ._src.cache.specialize import cache_of as cache_of
+from ._src.cache.specialize import specialize as specialize
+from ._src.cache.stance import RecompileError as RecompileError
+from ._src.cache.stance import RecompileLimitError as RecompileLimitError
+from ._src.cache.stance import RecompileLimitWarning as RecompileLimitWarning
+from ._src.cache.stance import no_recompiles as no_recompiles
+from ._src.cache.stats import CacheStats as CacheStats
+from ._src.cache.stats import cache_counters as cache_counters
 from ._src.checkpoints import Checkpointable as Checkpointable
 from ._src.checkpoints import GlobalContext as GlobalContext
 from ._src.checkpoints import GlobalContextCheckpointState as GlobalContextCheckpointState
@@ -99,10 +117,15 @@ def _load_torch_integration() -> None:
 _register_loader("torch", _load_torch_integration)
 
 __all__ = [
+    "ArgContext",
+    "ArgPolicy",
+    "ArgRule",
     "AttrSource",
     "BackwardStateSource",
     "CA_COMPILE_ID_PATTERN",
     "COMPILE_ID_PATTERN",
+    "CacheEntry",
+    "CacheStats",
     "CapturedStack",
     "CellContentsSource",
     "ChainedSource",
@@ -113,6 +136,7 @@ __all__ = [
     "CodeSource",
     "CompileContext",
     "CompileId",
+    "CompileRequest",
     "ConstDictKeySource",
     "ConstantSource",
     "DefaultsSource",
@@ -120,6 +144,7 @@ __all__ = [
     "EmitContext",
     "EphemeralSource",
     "FSDPNNModuleSource",
+    "FunctionCache",
     "GetItemSource",
     "GlobalContext",
     "GlobalContextCheckpointState",
@@ -151,7 +176,12 @@ __all__ = [
     "NoCompileContextError",
     "NoTracingContextError",
     "RandomValueSource",
+    "RecompileError",
+    "RecompileLimitError",
+    "RecompileLimitWarning",
+    "RecompileRecord",
     "RelationalKind",
+    "RestartCompile",
     "SLoc",
     "ShapeEnvSource",
     "ShapeGuard",
@@ -170,16 +200,22 @@ __all__ = [
     "WeakIdKeyDictionary",
     "WeakRefCallSource",
     "active_fake_mode",
+    "cache_counters",
+    "cache_of",
     "compile_context",
     "compile_guards",
     "config",
     "detect_fake_mode",
     "global_states",
     "guard_kinds",
+    "no_recompiles",
+    "register_arg_rule",
     "register_constant_type",
     "register_env_expr_handler",
     "register_global_state",
     "register_guard_kind",
+    "register_specificity",
     "register_sympy_function",
+    "specialize",
     "tracing",
 ]

@@ -1,0 +1,194 @@
+"""Choosing an entry for a call: which facts to index by, and immutable snapshots of the
+entries with their fact index.
+
+May import: cache.entry, cache.keys.
+
+# [Note: Dispatch by facts]
+# The answer is defined by the careful linear walk (``linear_lookup``): entries in rank
+# order ([Note: Specificity]), the first whose full check holds. The index computes the same
+# answer without walking:
+#   * dims: a few (parameter, fact) pairs ([Note: Facts of an entry]), chosen greedily so
+#     that as many entries as possible are the first candidate of some key, and as many of
+#     those as possible need no residual check (``choose_dims``; with more than
+#     ``RESCAN_BELOW`` entries the dims stay while every new entry has them all);
+#   * an entry that has every dim is *keyed* under its facts ([Note: Key layout]); the
+#     others are *linear*. A call's key is computed by generated code from its parameter
+#     values; keyed entries under other keys pin a different fact, so their checks fail;
+#     the candidates are the entries under the call's key merged with the linear ones, in
+#     rank order. When the call has no key (computing it raises, ``len`` of an int, or a
+#     hoisted type test fails) no keyed entry can hold (each pins a fact the value does not
+#     have) and the candidates are the linear entries;
+#   * the first candidate of every key is published as a ``Slot`` together with its
+#     *residual*: its check minus the leaves the key match proves (None when nothing is
+#     left: a hit is then one dict lookup). The key ``LINEAR`` maps to the first linear
+#     entry.
+# The generated dispatcher, with ``fn``'s own signature, computes the key, looks up the
+# slot, runs the residual, counts the hit and calls the artifact. Anything else (the first
+# candidate failed, no slot) goes to the miss path, which walks all the candidates of the
+# key with full checks (``Snapshot.lookup``) before it compiles. So the fast path is only
+# ever a shortcut to the first candidate, and the miss path is the careful walk. The tests
+# compare all three on random entries and calls (tests/test_cache_dispatch.py).
+#
+# Threads: a snapshot is never changed once published. Publishing swaps one global in the
+# dispatcher's namespace (and, when the layout changes, the dispatcher's ``__code__``; the
+# index of the old layout is replaced by one that always misses), so a lookup needs no
+# lock; a call racing with a publication sees the old snapshot or the new one, and every
+# slot's residual matches its own key. An entry that dies kills its slots from the weakref
+# callback (residual ``never``, artifact a redirect to the miss path), before the dead
+# object's memory, and so its id, can be reused.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Sequence
+from typing import Any, Optional
+
+from .entry import MISS_SLOT, CacheEntry, Dim, Slot
+from .keys import LINEAR, NOKEY, KeyCode
+
+__all__ = ["Snapshot", "build_snapshot", "choose_dims", "linear_lookup"]
+
+# Above this many entries, dims are kept while every new entry has them all.
+RESCAN_BELOW = 16
+
+
+def linear_lookup(entries: Sequence[CacheEntry], values: tuple[Any, ...]) -> Optional[CacheEntry]:
+    """The reference answer: the first valid entry, in rank order, whose check holds."""
+    for entry in sorted(entries, key=lambda e: e.rank):
+        if entry.valid and entry.check.fn(*values):
+            return entry
+    return None
+
+
+def _score(entries: Sequence[CacheEntry], dims: tuple[Dim, ...]) -> tuple[int, int, int]:
+    """(entries reachable as a first candidate, of those how many need no residual check,
+    minus the number of dims). ``entries`` are in rank order."""
+    linear_head: Optional[CacheEntry] = None
+    heads = 0
+    exact = 0
+    seen: set[Hashable] = set()
+    for entry in entries:
+        key = entry.key(dims) if dims else None
+        if key is None:
+            if linear_head is None:
+                linear_head = entry
+                heads += 1
+            continue
+        if key in seen:
+            continue
+        seen.add(key)
+        if linear_head is not None:  # it outranks this bucket's top, and is counted
+            continue
+        heads += 1
+        if entry.exact_under(dims):
+            exact += 1
+    return (heads, exact, -len(dims))
+
+
+def choose_dims(
+    entries: Sequence[CacheEntry],
+    previous: Optional[tuple[Dim, ...]] = None,
+    new: Sequence[CacheEntry] = (),
+) -> tuple[Dim, ...]:
+    """The dims to index ``entries`` (rank order) by. Greedy: add the dim that most improves
+    ``_score`` until none does. With many entries the previous dims are kept while every
+    new entry has them all (the index then grows without a rescan)."""
+    if (
+        previous
+        and len(entries) > RESCAN_BELOW
+        and all(e.key(previous) is not None for e in new)
+    ):
+        return previous
+    candidates = sorted({d for e in entries for d in e.facts}, key=Dim.sort_key)
+    chosen: tuple[Dim, ...] = ()
+    best = _score(entries, chosen)
+    while True:
+        pick: Optional[tuple[Dim, ...]] = None
+        for dim in candidates:
+            if dim in chosen:
+                continue
+            trial = tuple(sorted((*chosen, dim), key=Dim.sort_key))
+            score = _score(entries, trial)
+            if score > best:
+                best, pick = score, trial
+        if pick is None:
+            break
+        chosen = pick
+    # One dim at a time cannot see that two together make a key exact (f(a, b) with one
+    # entry): also try the dims every entry has, alone and with the greedy choice.
+    if entries:
+        common = set(entries[0].facts).intersection(*(e.facts for e in entries[1:]))
+        for extra in (tuple(common), (*chosen, *common)):
+            trial = tuple(sorted(set(extra), key=Dim.sort_key))
+            score = _score(entries, trial)
+            if score > best:
+                best, chosen = score, trial
+    return chosen
+
+
+class Snapshot:
+    """The entries of a function at one moment, indexed. Never changed once built."""
+
+    def __init__(
+        self,
+        entries: tuple[CacheEntry, ...],
+        keycode: KeyCode,
+        buckets: dict[Hashable, tuple[CacheEntry, ...]],
+        linear: tuple[CacheEntry, ...],
+        index: dict[Any, Slot],
+    ) -> None:
+        self.entries = entries
+        self.keycode = keycode
+        self.dims = keycode.dims
+        self.buckets = buckets
+        self.linear = linear
+        self.index = index
+
+    def candidates(self, values: tuple[Any, ...]) -> tuple[CacheEntry, ...]:
+        """The entries that may accept these values, in rank order."""
+        if not self.dims:
+            return self.linear
+        key = self.keycode.key_of(*values)
+        if key is NOKEY:
+            return self.linear
+        return self.buckets.get(key, self.linear)
+
+    def lookup(self, values: tuple[Any, ...]) -> Optional[CacheEntry]:
+        """The entry for these values, with full checks (equals ``linear_lookup``)."""
+        for entry in self.candidates(values):
+            if entry.valid and entry.check.fn(*values):
+                return entry
+        return None
+
+    def __repr__(self) -> str:
+        dims = ", ".join(f"{d.param}:{d.fact}" for d in self.dims) or "none"
+        return (
+            f"<Snapshot {len(self.entries)} entries, dims [{dims}], {len(self.buckets)} keys, "
+            f"{len(self.linear)} linear>"
+        )
+
+
+def build_snapshot(entries: Sequence[CacheEntry], keycode: KeyCode) -> Snapshot:
+    """Index ``entries`` under ``keycode``'s layout (they are sorted into rank order here)."""
+    ranked = tuple(sorted((e for e in entries if e.valid), key=lambda e: e.rank))
+    dims = keycode.dims
+    grouped: dict[Hashable, list[CacheEntry]] = {}
+    linear: list[CacheEntry] = []
+    for entry in ranked:
+        key = keycode.entry_key(entry) if dims else NOKEY
+        if key is NOKEY:
+            linear.append(entry)
+        else:
+            grouped.setdefault(key, []).append(entry)
+    implied = frozenset(dims)
+    buckets: dict[Hashable, tuple[CacheEntry, ...]] = {}
+    index: dict[Any, Slot] = {}
+    for key, group in grouped.items():
+        merged = tuple(heapq.merge(group, linear, key=lambda e: e.rank)) if linear else tuple(group)
+        buckets[key] = merged
+        head = merged[0]
+        index[key] = head.slot(implied if head is group[0] else frozenset())
+    if not keycode.layout.exact:
+        index[LINEAR] = linear[0].slot(frozenset()) if linear else MISS_SLOT
+    return Snapshot(ranked, keycode, buckets, tuple(linear), keycode.shape(index))

@@ -1,0 +1,345 @@
+"""``CacheEntry``: one compiled specialization, the facts its guards pin, and how
+specialized it is.
+
+May import: guards, ids, sources, compiler.*, cache.signature.
+
+# [Note: Facts of an entry]
+# A guard kind may say that its guard pins a hashable *fact* of its source's value
+# (``kind.fact(params) -> (fact name, expected)``, see ``GuardKind.fact``). The cache reads
+# the facts that a leaf pins on a *parameter* (a ``LocalSource`` naming one of ``fn``'s
+# parameters; deeper sources are not read by the dispatcher, which must never run user code
+# a guard would not run) and files each under a ``Dim``: the parameter and how the fact is
+# computed from its value. For the built-in kinds ("value", "type", "id", "len",
+# "type_len", "type_keys", from the built-in kind classes only) the dispatcher computes the
+# fact inline, exactly as their ``fact_of`` does ([Note: Key layout]), and the leaf is
+# *implied* by an equal fact: the key lookup alone decides it, and it is left out of the
+# entry's residual check for that snapshot. Facts of other kinds are computed by calling their ``fact_of``
+# and only narrow the candidates; their leaves always stay in the check.
+# An entry with two different expectations for one Dim can never hold; the Dim is dropped
+# for it (so it is checked in full, and fails).
+
+# [Note: Specificity]
+# When several entries accept a call, the most specialized wins. An entry's specificity is
+# the sum of its leaves' weights: 8 for a leaf that pins one value or object (EQUALS_MATCH,
+# BOOL_MATCH, NONE_MATCH, ID_MATCH, FUNCTION_MATCH), 4 for structure (SEQUENCE_LENGTH,
+# LENGTH_CHECK, DICT_KEYS_MATCH), 2 for TYPE_MATCH, 1 for anything else (aliasing, shape
+# guards, user kinds), 0 for GLOBAL_STATE (every entry has the same). So ``n == 7`` (8)
+# beats ``type(n) is int`` (2), whichever was compiled first. Ties go to the older entry,
+# which makes the choice independent of hit history, and adding an entry never takes calls
+# from an equally specific one. Integrations weigh their kinds with
+# ``register_specificity`` (a number, or a function of the leaf's params: a tensor guard
+# with static sizes outweighs one with dynamic sizes).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Callable, Hashable
+from typing import Any, NamedTuple, Optional, Union
+
+from ..compiler import builtin_kinds as bk
+from ..compiler.builder import Leaf
+from ..compiler.check import CheckFunction
+from ..compiler.kinds import GuardKind
+from ..guards import Guard, Source
+from ..ids import CompileId
+from ..sources import LocalSource
+
+__all__ = [
+    "MISS_SLOT",
+    "CacheEntry",
+    "Dim",
+    "Slot",
+    "never",
+    "register_specificity",
+    "specificity",
+]
+
+
+def never(*values: Any) -> bool:
+    """The residual of a slot that must not hit (a dead entry, or no entry at all)."""
+    return False
+
+
+# ---- specificity -------------------------------------------------------------------------
+
+Weight = Union[int, Callable[[Any], int]]
+_weights: dict[str, Weight] = {
+    "EQUALS_MATCH": 8, "BOOL_MATCH": 8, "NONE_MATCH": 8, "ID_MATCH": 8, "FUNCTION_MATCH": 8,
+    "SEQUENCE_LENGTH": 4, "LENGTH_CHECK": 4, "DICT_KEYS_MATCH": 4, "TYPE_MATCH": 2,
+    "GLOBAL_STATE": 0,
+}
+_weights_lock = threading.Lock()
+
+
+def register_specificity(kind_name: str, weight: Weight) -> None:
+    """Say how much a leaf of the guard kind ``kind_name`` specializes an entry: a number, or
+    a function of the leaf's params returning one. See [Note: Specificity]."""
+    if not (callable(weight) or isinstance(weight, int)):
+        raise TypeError(f"weight must be an int or a function of params, got {weight!r}")
+    with _weights_lock:
+        _weights[kind_name] = weight
+
+
+def _leaf_weight(leaf: Leaf) -> int:
+    weight = _weights.get(leaf.kind.name, 1)
+    return int(weight(leaf.params)) if callable(weight) else weight
+
+
+def specificity(leaves: list[Leaf]) -> int:
+    """The specificity of an entry with these leaves ([Note: Specificity])."""
+    return sum(_leaf_weight(leaf) for leaf in leaves)
+
+
+# ---- facts -------------------------------------------------------------------------------
+
+
+class Dim(NamedTuple):
+    """One fact of one parameter: ``fact`` is a built-in fact name (computed inline, and
+    exact) or, with ``kind`` set, a fact computed by ``kind.fact_of``."""
+
+    position: int
+    param: str
+    fact: str
+    kind: Optional[GuardKind] = None
+
+    def sort_key(self) -> tuple[int, str, int, str]:
+        """A deterministic order (parameter, fact, built-in first, kind name)."""
+        return (self.position, self.fact, 0 if self.kind is None else 1,
+                "" if self.kind is None else self.kind.name)
+
+
+# fact name -> (the built-in kinds whose leaves it implies, expected fact -> key components)
+_BUILTIN_FACTS: dict[str, tuple[tuple[type, ...], Callable[[Any], tuple[Any, ...]]]] = {
+    "value": ((bk.EqualsMatch, bk.BoolMatch), lambda exp: (exp[0], exp[1])),
+    "type": ((bk.TypeMatch, bk.NoneMatch), lambda exp: (exp,)),
+    "id": ((bk.IdMatch,), lambda exp: (exp,)),
+    "len": ((bk.LengthCheck,), lambda exp: (exp,)),
+    "type_len": ((bk.SequenceLength,), lambda exp: (exp[0], exp[1])),
+    "type_keys": ((bk.DictKeysMatch,), lambda exp: (exp[0], exp[1])),
+}
+
+
+def _leaf_fact(
+    leaf: Leaf, positions: dict[str, int]
+) -> Optional[tuple[Dim, tuple[Any, ...], bool]]:
+    if leaf.kind.relational or len(leaf.sources) != 1:
+        return None
+    source = leaf.sources[0]
+    if type(source) is not LocalSource or source.local_name not in positions:
+        return None
+    try:
+        fact = leaf.kind.fact(leaf.params)
+    except Exception:
+        return None
+    if fact is None:
+        return None
+    name, expected = fact
+    pos = positions[source.local_name]
+    builtin = _BUILTIN_FACTS.get(name)
+    if builtin is not None and type(leaf.kind) in builtin[0]:
+        components = builtin[1](expected)
+        exact = True
+        dim = Dim(pos, source.local_name, name)
+    else:
+        components, exact = (expected,), False
+        dim = Dim(pos, source.local_name, name, leaf.kind)
+    try:
+        hash(components)
+    except TypeError:
+        return None
+    return dim, components, exact
+
+
+# ---- entries -----------------------------------------------------------------------------
+
+
+class Slot:
+    """What the dispatcher finds in the fact index: an entry's artifact with the residual
+    check that is left once the key matched (None: nothing is left). Immutable but for
+    ``hits``, except that a dying entry sets ``residual`` to ``never`` and ``artifact`` to
+    the entry's redirect (the careful path), so that no dispatcher variant can hit it.
+    Always truthy (no ``__bool__``/``__len__``): the dispatcher reads
+    ``I.get(key) or I[LINEAR]``."""
+
+    __slots__ = ("artifact", "entry", "hits", "residual")
+
+    def __init__(
+        self, entry: Optional[CacheEntry], artifact: Any, residual: Optional[Callable[..., bool]]
+    ) -> None:
+        self.entry = entry
+        self.artifact = artifact
+        self.residual = residual
+        self.hits = 0
+
+    def kill(self, redirect: Callable[..., Any]) -> None:
+        """Make this slot miss in every dispatcher variant: the residual fails, and the
+        exact variant (which reads no residual and has counted a hit) is sent to
+        ``redirect`` with that hit taken back."""
+        self.residual = never
+
+        def dead(*args: Any, **kwargs: Any) -> Any:
+            self.hits -= 1
+            return redirect(*args, **kwargs)
+
+        self.artifact = dead
+
+
+MISS_SLOT = Slot(None, None, never)  # what an index holds where no entry is
+
+
+class CacheEntry:
+    """One compiled specialization of a function: its artifact, its guards (``check``, built
+    by ``compile_guards`` in positional mode), and what the dispatcher knows about it.
+
+    Public: ``compile_id``, ``artifact``, ``check`` (a ``CheckFunction``), ``guards``,
+    ``code`` (one line per check), ``dynamic`` (the sources compiled as dynamic),
+    ``specificity``, ``hits``, ``valid`` and ``invalid_reason``, ``failure_counts`` (how often
+    each of its guards failed on a recompile). ``seq`` orders entries by creation.
+    """
+
+    def __init__(
+        self,
+        *,
+        compile_id: CompileId,
+        artifact: Callable[..., Any],
+        check: CheckFunction,
+        params: tuple[str, ...],
+        dynamic: frozenset[Source] = frozenset(),
+        seq: int = 0,
+        on_invalid: Optional[Callable[[CacheEntry], None]] = None,
+        redirect: Optional[Callable[..., Any]] = None,
+    ) -> None:
+        self.compile_id = compile_id
+        self.artifact = artifact
+        self.check = check
+        self.params = params
+        self.dynamic = dynamic
+        self.seq = seq
+        self.specificity = specificity(check.leaves)
+        self.valid = True
+        self.invalid_reason: Optional[str] = None
+        self.slow_hits = 0
+        self.failure_counts: Counter[str] = Counter()
+        self._slots: dict[frozenset[Dim], Slot] = {}
+        self._slots_lock = threading.RLock()
+        self._on_invalid = on_invalid
+        # What a dead slot's artifact becomes: by default a call that raises, so that a
+        # missing redirect can never turn into a silent hit.
+        self._redirect = redirect or _dead_call
+        positions = {name: i for i, name in enumerate(params)}
+        self.facts: dict[Dim, tuple[Any, ...]] = {}
+        self._implied: dict[Dim, list[int]] = {}
+        conflicted: set[Dim] = set()
+        for i, leaf in enumerate(check.leaves):
+            found = _leaf_fact(leaf, positions)
+            if found is None:
+                continue
+            dim, components, exact = found
+            if dim in self.facts and self.facts[dim] != components:
+                conflicted.add(dim)
+            self.facts[dim] = components
+            if exact:
+                self._implied.setdefault(dim, []).append(i)
+        for dim in conflicted:
+            del self.facts[dim]
+            self._implied.pop(dim, None)
+        self_ref = weakref.ref(self)
+        check.on_invalidate(lambda c: _entry_died(self_ref, c.invalid_reason))
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        """Dispatch order: most specific first, then oldest first."""
+        return (-self.specificity, self.seq)
+
+    @property
+    def guards(self) -> tuple[Guard, ...]:
+        return tuple(self.check.guards)
+
+    @property
+    def code(self) -> list[str]:
+        return [leaf.code() for leaf in self.check.leaves]
+
+    @property
+    def hits(self) -> int:
+        return self.slow_hits + sum(s.hits for s in list(self._slots.values()))
+
+    def key(self, dims: tuple[Dim, ...]) -> Optional[tuple[Hashable, ...]]:
+        """The index key of this entry under ``dims``, or None if it lacks one of them."""
+        out: list[Any] = []
+        for dim in dims:
+            components = self.facts.get(dim)
+            if components is None:
+                return None
+            out.extend(components)
+        return tuple(out)
+
+    def exact_under(self, dims: tuple[Dim, ...]) -> bool:
+        """True if a key match under ``dims`` alone proves every guard of this entry."""
+        implied = {i for d in dims for i in self._implied.get(d, ())}
+        return len(implied) == len(self.check.leaves)
+
+    def slot(self, implied_dims: frozenset[Dim]) -> Slot:
+        """The slot for a snapshot in which a key match proves the facts of ``implied_dims``
+        (empty for an entry reached without a key match). Built once per set, then shared."""
+        slot = self._slots.get(implied_dims)
+        if slot is not None:
+            return slot
+        with self._slots_lock:
+            slot = self._slots.get(implied_dims)
+            if slot is None:
+                slot = Slot(self, self.artifact, self._residual(implied_dims))
+                self._slots[implied_dims] = slot
+                # A death between building and publishing the slot must still reach it.
+                if not self.valid:
+                    slot.kill(self._redirect)
+        return slot
+
+    def _residual(self, implied_dims: frozenset[Dim]) -> Optional[Callable[..., bool]]:
+        implied = {i for d in implied_dims for i in self._implied.get(d, ())}
+        if not implied:
+            return self.check.fn
+        leaves = [leaf for i, leaf in enumerate(self.check.leaves) if i not in implied]
+        if not leaves:
+            return None
+        residual = CheckFunction(
+            leaves,
+            self.check.guards,
+            name=f"{self.check.name} residual",
+            arg_names=self.check.arg_names,
+            f_globals=self.check.f_globals,
+        )
+        return residual.fn
+
+    def invalidate(self, reason: str) -> None:
+        """Make this entry miss from now on (an object it guarded by identity died)."""
+        # Lock-free: this runs from weakref callbacks, possibly while this very thread is in
+        # ``slot()``. ``valid`` drops first and ``slot()`` re-reads it after publishing, so a
+        # slot built concurrently is reached by one side or the other.
+        if not self.valid:
+            return
+        self.valid = False
+        self.invalid_reason = reason
+        for slot in list(self._slots.values()):
+            slot.kill(self._redirect)
+        if self._on_invalid is not None:
+            self._on_invalid(self)
+
+    def __repr__(self) -> str:
+        state = "" if self.valid else f", invalid: {self.invalid_reason}"
+        return (
+            f"<CacheEntry {self.compile_id}: {len(self.check.leaves)} checks, "
+            f"specificity {self.specificity}, {self.hits} hits{state}>"
+        )
+
+
+def _dead_call(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("jitguard: a dead cache entry was called (no redirect was set)")
+
+
+def _entry_died(ref: weakref.ReferenceType[CacheEntry], reason: Optional[str]) -> None:
+    entry = ref()
+    if entry is not None:
+        entry.invalidate(reason or "an object it guarded by identity died")

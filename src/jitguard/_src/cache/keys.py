@@ -1,0 +1,279 @@
+"""The layout of index keys and the code generated for it: the dispatcher (the specialized
+function itself) and the careful key function.
+
+May import: cache.signature, cache.entry.
+
+# [Note: Key layout]
+# Keys are laid out per snapshot (``Layout``) to keep the hit path short:
+#   * a typed fact ("value": type and value; "type"; "type_len"; "type_keys") whose type
+#     is the same in every keyed entry is *hoisted*: the dispatcher first tests
+#     ``type(v) is T`` (builtin scalar types of "value" facts) or ``id(type(v)) == id(T)``
+#     (other types, held only by id so a local class can still die), and the key holds
+#     only the rest (the value itself, the length, the keys). A call that fails a
+#     precondition has no key: no keyed entry can hold;
+#   * otherwise the type is part of the key as ``id(type(v))``; type objects themselves
+#     are never compared with ``==`` or hashed, so no metaclass can fake a match;
+#   * a key of one part is that part (``I[n]``), else a tuple, except in the exact variant,
+#     where the index is nested one dict per part (``I[a][b]``: no tuple is built or
+#     hashed on a hit);
+#   * when no entry is linear and every first candidate needs no residual, the dispatcher
+#     is the *exact* variant: ``I[key]``, count, call; no residual is read, and a key miss
+#     goes straight to the miss path. Otherwise a key miss is an ordinary hit on the first
+#     linear entry, so the lookup is ``I.get(key) or I[LINEAR]`` (raising and catching a
+#     KeyError would cost more than the whole rest of the call).
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import weakref
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, NamedTuple, Optional
+
+from .entry import MISS_SLOT, CacheEntry, Dim, Slot
+from .signature import Signature, register_source
+
+__all__ = ["LINEAR", "NOKEY", "Dispatcher", "KeyCode", "Layout", "compute_layout"]
+
+
+class _Sentinel:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+# The index key of the first linear entry, and key_of's "this call has no key".
+LINEAR = _Sentinel("LINEAR")
+NOKEY = _Sentinel("NOKEY")
+
+_TYPED = ("value", "type", "type_len", "type_keys")
+
+
+class Layout(NamedTuple):
+    """How keys are laid out for one snapshot: the dims, for each dim the type all keyed
+    entries share (hoisted out of the key into a precondition: ``("is", T)`` or
+    ``("id", id(T))``) or None, and whether every first candidate is exact and no entry is
+    linear (the dispatcher then reads no residual). See [Note: Key layout]."""
+
+    dims: tuple[Dim, ...]
+    hoisted: tuple[Optional[tuple[str, Any]], ...]
+    exact: bool
+
+
+def compute_layout(entries: Sequence[CacheEntry], dims: tuple[Dim, ...]) -> Layout:
+    """The layout of ``entries`` (rank order) under ``dims``."""
+    if not dims:
+        return Layout((), (), False)
+    keyed: list[CacheEntry] = []
+    heads: dict[Hashable, CacheEntry] = {}
+    linear = False
+    for entry in entries:
+        key = entry.key(dims)
+        if key is None:
+            linear = True
+            continue
+        keyed.append(entry)
+        heads.setdefault(key, entry)
+    hoisted: list[Optional[tuple[str, Any]]] = []
+    for dim in dims:
+        firsts = {e.facts[dim][0] for e in keyed} if dim.kind is None and dim.fact in _TYPED else set()
+        if len(firsts) != 1:
+            hoisted.append(None)
+            continue
+        (first,) = firsts
+        hoisted.append(("is", first) if dim.fact == "value" else ("id", first))
+    exact = not linear and all(e.exact_under(dims) for e in heads.values())
+    return Layout(dims, tuple(hoisted), exact)
+
+
+class KeyCode:
+    """The generated code for one layout: ``key_of(*values)`` (the call's key, or ``NOKEY``
+    when it has none), ``entry_key(entry)`` (an entry's key, or ``NOKEY``), and the
+    dispatcher's code object."""
+
+    def __init__(self, layout: Layout, generation: int, key_of: Callable[..., Any], code: Any,
+                 index_name: str, nested: bool = False) -> None:
+        self.layout = layout
+        self.nested = nested
+        self.dims = layout.dims
+        self.generation = generation
+        self.key_of = key_of
+        self.code = code
+        self.index_name = index_name
+
+    def shape(self, index: dict[Any, Slot]) -> dict[Any, Any]:
+        """The index as the dispatcher reads it: flat (key -> slot), or for a nested layout
+        one dict level per key part (``{a: {b: slot}}``)."""
+        if not self.nested:
+            return index
+        out: dict[Any, Any] = {}
+        for key, slot in index.items():
+            level = out
+            for part in key[:-1]:
+                level = level.setdefault(part, {})
+            level[key[-1]] = slot
+        return out
+
+    def entry_key(self, entry: CacheEntry) -> Any:
+        parts: list[Any] = []
+        for dim, hoisted in zip(self.layout.dims, self.layout.hoisted, strict=True):
+            comps = entry.facts.get(dim)
+            if comps is None:
+                return NOKEY
+            if hoisted is not None:
+                if comps[0] is not hoisted[1] and comps[0] != hoisted[1]:
+                    return NOKEY
+                parts.extend(comps[1:])
+            elif dim.kind is None and dim.fact == "value":
+                parts.extend((id(comps[0]), comps[1]))
+            else:
+                parts.extend(comps)
+        return parts[0] if len(parts) == 1 else tuple(parts)
+
+
+def _key_code(
+    layout: Layout, p: str, g: int, ns: dict[str, Any]
+) -> tuple[list[str], list[str], str]:
+    """(precondition expressions, key part expressions, key expression) of a layout; binds
+    what they need in ``ns``."""
+    pre: list[str] = []
+    parts: list[str] = []
+    t, i, n = f"{p}type", f"{p}id", f"{p}len"
+    for k, (dim, hoisted) in enumerate(zip(layout.dims, layout.hoisted, strict=True)):
+        v = dim.param
+        if hoisted is not None:
+            name = f"{p}T{g}_{k}"
+            ns[name] = hoisted[1]
+            pre.append(f"{t}({v}) is {name}" if hoisted[0] == "is" else f"{i}({t}({v})) == {name}")
+        elif dim.kind is None and dim.fact in _TYPED:
+            parts.append(f"{i}({t}({v}))")
+        if dim.kind is not None:
+            fname = f"{p}fact{g}_{k}"
+            kind, fact = dim.kind, dim.fact
+            ns[fname] = lambda value, _k=kind, _f=fact: _k.fact_of(_f, value)
+            parts.append(f"{fname}({v})")
+        elif dim.fact == "value":
+            parts.append(v)
+        elif dim.fact in ("len", "type_len"):
+            parts.append(f"{n}({v})")
+        elif dim.fact == "id":
+            parts.append(f"{i}({v})")
+        elif dim.fact == "type_keys":
+            parts.append(f"{p}tuple({p}dict.keys({v}))")
+    if len(parts) == 1:
+        key = parts[0]
+    else:
+        key = "(" + ", ".join(parts) + ")"
+    return pre, parts, key
+
+
+class Dispatcher:
+    """Owns the generated function that *is* the specialized function, and its namespace.
+
+    ``keycode(layout)`` returns the generated code for a layout (compiling a new
+    generation when it changes); ``install(keycode, index)`` publishes a snapshot's index,
+    swapping the function's ``__code__`` when its generation is not the installed one.
+    ``source`` is the dispatcher's current source text.
+    """
+
+    def __init__(self, sig: Signature, name: str, miss: Callable[..., Any]) -> None:
+        self.sig = sig
+        p = sig.prefix
+        self.name = name if name.isidentifier() else "specialized"
+        self.ns: dict[str, Any] = dict(sig.namespace)
+        self.ns.update(
+            {f"{p}miss": miss, f"{p}type": type, f"{p}id": id, f"{p}len": len,
+             f"{p}tuple": tuple, f"{p}dict": dict, f"{p}hash": hash, f"{p}LINEAR": LINEAR,
+             f"{p}NOKEY": NOKEY}
+        )
+        self._generations = itertools.count()
+        self._current: Optional[KeyCode] = None
+        first = self.keycode(Layout((), (), False))
+        self.ns[first.index_name] = {LINEAR: MISS_SLOT}
+        self.function: Callable[..., Any] = self.ns[f"{p}fn{first.generation}"]
+        self.function.__code__ = first.code
+        self._current = first
+
+    def keycode(self, layout: Layout) -> KeyCode:
+        current = self._current
+        if current is not None and current.layout == layout:
+            return current
+        return self._generate(layout)
+
+    def _generate(self, layout: Layout) -> KeyCode:
+        sig, p = self.sig, self.sig.prefix
+        g = next(self._generations)
+        pre, parts, key = _key_code(layout, p, g, self.ns)
+        nested = layout.exact and len(parts) > 1
+        index = f"{p}index{g}"
+        s, r, values = f"{p}s", f"{p}r", sig.values
+        hit = f"        {s}.hits += 1\n        return {s}.artifact({sig.call})\n"
+        miss = f"return {p}miss({values})"
+        if not layout.dims:
+            body = f"    {s} = {index}[{p}LINEAR]\n"
+        elif layout.exact:
+            # Nested dicts (``I[a][b]``) build no tuple and hash no tuple: faster per part.
+            lookup = "".join(f"[{part}]" for part in parts) if nested else f"[{key}]"
+            body = f"    try:\n        {s} = {index}{lookup}\n    except Exception:\n        {miss}\n"
+        else:
+            # ``get``, not ``[]``: here a key miss is an ordinary hit on the first linear
+            # entry, and raising KeyError would cost more than the rest of the call.
+            body = (
+                f"    try:\n        {s} = {index}.get({key}) or {index}[{p}LINEAR]\n"
+                f"    except Exception:\n        {s} = {index}[{p}LINEAR]\n"
+            )
+        if pre:
+            cond = " and ".join(pre)
+            inner = "".join("    " + line + "\n" for line in body.splitlines())
+            fallback = f"        {miss}\n" if layout.exact else f"        {s} = {index}[{p}LINEAR]\n"
+            body = f"    if {cond}:\n{inner}    else:\n{fallback}"
+        if layout.exact:
+            tail = f"    {s}.hits += 1\n    return {s}.artifact({sig.call})\n"
+        else:
+            tail = (
+                f"    {r} = {s}.residual\n"
+                f"    if {r} is None or {r}({values}):\n{hit}"
+                f"    {miss}\n"
+            )
+        key_body = f"        {p}k = {key}\n        {p}hash({p}k)\n        return {p}k\n"
+        if pre:
+            key_body = (
+                f"        if not ({' and '.join(pre)}):\n            return {p}NOKEY\n" + key_body
+            )
+        text = (
+            f"def {p}fn{g}({sig.header}):\n{body}{tail}"
+            f"def {p}key{g}({values}):\n"
+            f"    try:\n{key_body}"
+            f"    except Exception:\n"
+            f"        return {p}NOKEY\n"
+        )
+        filename = register_source(text, f"dispatch {self.name}")
+        exec(compile(text, filename, "exec"), self.ns)
+        code = self.ns[f"{p}fn{g}"].__code__.replace(co_name=self.name)
+        if g > 0:
+            del self.ns[f"{p}fn{g}"]
+        keycode = KeyCode(layout, g, self.ns.pop(f"{p}key{g}"), code, index, nested)
+        # The source stays readable while this generation's code can still run.
+        weakref.finalize(keycode, linecache.cache.pop, filename, None)
+        return keycode
+
+    def install(self, keycode: KeyCode, index: dict[Any, Slot]) -> None:
+        """Publish a snapshot's index: one store, plus a code swap if the layout changed
+        (the old index is replaced by one that always misses)."""
+        self.ns[keycode.index_name] = index
+        old = self._current
+        if old is not keycode:
+            self.function.__code__ = keycode.code
+            self._current = keycode
+            if old is not None and old.index_name != keycode.index_name:
+                self.ns[old.index_name] = {LINEAR: MISS_SLOT}
+
+    @property
+    def source(self) -> str:
+        """The dispatcher's current source text (for debugging)."""
+        return "".join(linecache.getlines(self.function.__code__.co_filename))

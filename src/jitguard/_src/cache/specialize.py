@@ -1,0 +1,408 @@
+"""``specialize(fn, compiler=...)``: the specializing cache of one function
+(``FunctionCache``), its miss path and its inspection API.
+
+May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` module.
+
+# [Note: The call path]
+# A call runs the generated dispatcher ([Note: Dispatch by facts]): key, slot, residual
+# check, artifact. Everything else goes to ``_miss``, which first walks the call's
+# candidates with full checks, lock-free, on the current snapshot. Only when no entry
+# accepts the call does it take the function's compile lock, look again (another thread
+# may just have compiled what this call needs: it then waits for that compile and uses
+# it, so a compile happens once), decide between compiling, falling back and raising
+# ([Note: Recompile limits]), explain the existing entries ([Note: Recompile reasons]),
+# and compile:
+#   1. a ``CompileId`` (``<frame id>/<compile count>``; the frame id is taken at the
+#      function's first compile), ``compile_context(CompileContext(id))``;
+#   2. per attempt: ``tracing(TracingContext(None))`` with ``fn``'s frame as the user
+#      frame, the default guards of the arguments ([Note: Argument rules]) and, when any
+#      guarded global state is registered, GLOBAL_STATE; then ``compiler(request)``; then
+#      the aliasing guards ([Note: Aliasing guards]). ``RestartCompile`` starts the next
+#      attempt ([Note: The compiler contract]);
+#   3. ``compile_guards`` over the tracing context's guards, environment expressions and
+#      the request's shape guards, in positional mode; a new ``CacheEntry``; a new
+#      snapshot, published.
+# The artifact (or ``fn``, on a fallback) is called after the lock is released. An
+# exception from the compiler, a rule or ``compile_guards`` propagates unchanged (the
+# ``tracing`` block attaches ``real_stack``); entries, dynamic markings and the limit are
+# as before (the compile id it used is not reused). A call made from inside the function's
+# own compile (the compiler calling the function) runs ``fn`` uncompiled.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import threading
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any, Optional, Union
+
+from ..guards import Source
+from ..ids import CompileId
+from .compile import CompileJob, int_value_sources
+from .dispatch import Snapshot, build_snapshot, choose_dims
+from .entry import CacheEntry
+from .keys import Dispatcher, Layout, compute_layout
+from .policy import ArgPolicy, default_policy, root_name
+from .reasons import (
+    RecompileRecord,
+    collect_failures,
+    count_failures,
+    failure_key,
+    format_recompile,
+    log,
+)
+from .request import CompileRequest, SourceLike, as_source
+from .signature import Signature
+from .stance import check_on_limit, refuse
+from .stats import CacheStats, Counters, track
+
+__all__ = ["FunctionCache", "cache_of", "identity_compiler", "specialize"]
+
+Compiler = Callable[[CompileRequest], Callable[..., Any]]
+_frame_ids = itertools.count()
+_tls = threading.local()
+
+
+def identity_compiler(request: CompileRequest) -> Callable[..., Any]:
+    """The default compiler: the artifact is ``fn`` itself (the cache then only remembers
+    which specializations were seen, and dispatches to them)."""
+    return request.fn
+
+
+class FunctionCache:
+    """The entries of one specialized function, and everything known about them.
+
+    Reached as ``specialized.cache`` or ``jitguard.cache_of(specialized)``. Inspection:
+    ``entries()``, ``stats()``, ``recompiles``, ``reasons()``, ``guard_failure_counts()``,
+    ``compile_ids()``, ``dynamic``, ``lookup(*args, **kwargs)``; ``clear()`` forgets
+    everything. See [Note: The call path].
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        compiler: Optional[Compiler] = None,
+        *,
+        recompile_limit: int = 8,
+        on_limit: str = "fallback",
+        automatic_dynamic: bool = True,
+        static: Iterable[SourceLike] = (),
+        dynamic: Iterable[SourceLike] = (),
+        error_on_recompile: bool = False,
+        policy: Optional[ArgPolicy] = None,
+        global_state: bool = True,
+        max_restarts: int = 8,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"specialize needs a callable, got {fn!r}")
+        if compiler is not None and not callable(compiler):
+            raise TypeError(f"compiler must be callable, got {compiler!r}")
+        if not isinstance(recompile_limit, int) or recompile_limit < 1:
+            raise ValueError(f"recompile_limit must be an int >= 1, got {recompile_limit!r}")
+        self.fn = fn
+        self.compiler: Compiler = compiler or identity_compiler
+        self.signature = Signature(fn)
+        self.recompile_limit = recompile_limit
+        self.on_limit = check_on_limit(on_limit)
+        self.automatic_dynamic = automatic_dynamic
+        self.error_on_recompile = error_on_recompile
+        self.policy = policy or default_policy
+        self.global_state = global_state
+        self.max_restarts = max_restarts
+        self._declared_static = self._declared(static, "static")
+        self._static = self._declared_static
+        self._dynamic = self._declared(dynamic, "dynamic")
+        if self._static & self._dynamic:
+            raise ValueError(
+                f"declared both static and dynamic: {sorted(s.name() for s in self._static & self._dynamic)}"
+            )
+        code = getattr(inspect.unwrap(fn), "__code__", None)
+        qualname = getattr(fn, "__qualname__", type(fn).__qualname__)
+        self.where = (
+            f"{qualname} in {code.co_filename}:{code.co_firstlineno}" if code else qualname
+        )
+        self._job = CompileJob(
+            fn=fn, compiler=self.compiler, signature=self.signature, policy=self.policy,
+            f_globals=getattr(inspect.unwrap(fn), "__globals__", None),
+            frame=(
+                traceback.FrameSummary(code.co_filename, code.co_firstlineno, code.co_name,
+                                       lookup_line=False)
+                if code else None
+            ),
+            where=self.where, global_state=global_state, max_restarts=max_restarts,
+        )
+        # Reentrant: a compiler that calls clear() (or anything else that locks) from inside
+        # its own compile must not deadlock. Calls of the function itself from inside its
+        # compile never get here ([Note: The call path]).
+        self._lock = threading.RLock()
+        self._counters = Counters()
+        self._reset_state()
+        self._dispatcher = Dispatcher(self.signature, getattr(fn, "__name__", ""), self._miss)
+        self._snapshot: Snapshot = build_snapshot((), self._dispatcher.keycode(Layout((), (), False)))
+        self._dispatcher.install(self._snapshot.keycode, self._snapshot.index)
+        self.function: Callable[..., Any] = self._dispatcher.function
+        functools.update_wrapper(self.function, fn)
+        self.function.cache = self  # type: ignore[attr-defined]
+        track(self)
+
+    def _reset_state(self) -> None:
+        self._entries: list[CacheEntry] = []
+        self._seq = itertools.count()
+        self._frame_id: Optional[int] = getattr(self, "_frame_id", None)
+        self._next_compile = getattr(self, "_next_compile", 0)
+        self._compiles = 0
+        self._auto: frozenset[Source] = frozenset()
+        self._records: list[RecompileRecord] = []
+        self._failure_counts: Counter[str] = Counter()
+        self._warned = False
+        self._dirty = False
+
+    def _declared(self, names: Iterable[SourceLike], what: str) -> frozenset[Source]:
+        if isinstance(names, str):
+            names = (names,)
+        out = frozenset(as_source(n) for n in names)
+        for source in out:
+            if root_name(source) not in self.signature.params:
+                raise ValueError(
+                    f"{what}: {source.name()} is not (under) a parameter of {self.fn!r}; "
+                    f"parameters: {list(self.signature.params)}"
+                )
+        return out
+
+    # ---- the miss path ----------------------------------------------------------------
+    def _miss(self, *values: Any) -> Any:
+        entry = self._snapshot.lookup(values)
+        if entry is not None:
+            entry.slow_hits += 1
+            return self.signature.forward(entry.artifact, *values)
+        compiling = getattr(_tls, "compiling", None)
+        if compiling is not None and id(self) in compiling:
+            self._counters.bump("misses")
+            self._counters.bump("fallbacks")
+            return self.signature.forward(self.fn, *values)
+        with self._lock:
+            if self._dirty:
+                self._drop_dead()
+            entry = self._snapshot.lookup(values)
+            if entry is not None:
+                entry.slow_hits += 1
+                target = entry.artifact
+            else:
+                target = self._serve_miss(values)
+        return self.signature.forward(target, *values)
+
+    def _serve_miss(self, values: tuple[Any, ...]) -> Callable[..., Any]:
+        """Under the lock, no entry accepts ``values``: what to call instead."""
+        self._counters.bump("misses")
+        recompile = self._compiles > 0
+        past_limit = self._compiles >= self.recompile_limit
+        if past_limit and self.on_limit == "fallback" and self._warned:
+            self._counters.bump("fallbacks")
+            return self.fn
+        entries = self._snapshot.entries
+        per_entry = collect_failures(entries, values) if recompile else ()
+        refused = refuse(
+            self.where, per_entry, recompile=recompile, past_limit=past_limit,
+            forbidden=self.error_on_recompile, limit=self.recompile_limit,
+            on_limit=self.on_limit,
+        )
+        if refused is not None:  # past the limit, falling back: warned once, now
+            self._warned = True
+            self._records.append(refused)
+            self._counters.bump("fallbacks")
+            return self.fn
+        made_dynamic: frozenset[Source] = frozenset()
+        if recompile and self.automatic_dynamic:
+            made_dynamic = int_value_sources(entries, per_entry, values, self.signature.params,
+                                             self._job.f_globals, self._static)
+        if self._frame_id is None:
+            self._frame_id = next(_frame_ids)
+        compile_id = CompileId(frame_id=self._frame_id, frame_compile_id=self._next_compile)
+        self._next_compile += 1
+        names = tuple(sorted(s.name() for s in made_dynamic))
+        if recompile:
+            log.info(format_recompile(self.where, compile_id, per_entry, names))
+        compiling = getattr(_tls, "compiling", None)
+        if compiling is None:
+            compiling = _tls.compiling = set()
+        compiling.add(id(self))
+        try:
+            done = self._job.run(
+                compile_id, values, dynamic=self._dynamic | self._auto | made_dynamic,
+                static=self._static, recompile=recompile,
+                on_restart=lambda: self._counters.bump("restarts"),
+            )
+        except BaseException:
+            self._counters.bump("failures")
+            raise
+        finally:
+            compiling.discard(id(self))
+        entry = CacheEntry(
+            compile_id=compile_id, artifact=done.artifact, check=done.check,
+            params=self.signature.params, dynamic=done.request.dynamic_sources,
+            seq=next(self._seq), on_invalid=self._invalid, redirect=self._redirect,
+        )
+        dynamic, static = done.dynamic, done.static
+        self._entries.append(entry)
+        self._compiles += 1
+        self._counters.bump("compiles")
+        self._auto = dynamic - self._dynamic
+        self._static = static
+        if recompile:
+            self._records.append(RecompileRecord(compile_id, per_entry, names))
+            count_failures(entries, per_entry)
+            for item in per_entry:
+                for failure in item.failures:
+                    self._failure_counts[failure_key(failure)] += 1
+        self._publish([entry])
+        log.debug("compiled %s as %s: %d checks", self.where, compile_id, len(entry.check.leaves))
+        return entry.artifact
+
+    def _publish(self, new: list[CacheEntry]) -> None:
+        live = sorted((e for e in self._entries if e.valid), key=lambda e: e.rank)
+        dims = choose_dims(live, self._snapshot.dims, new)
+        layout = compute_layout(live, dims)
+        snapshot = build_snapshot(live, self._dispatcher.keycode(layout))
+        self._snapshot = snapshot
+        self._dispatcher.install(snapshot.keycode, snapshot.index)
+
+    def _redirect(self, *args: Any, **kwargs: Any) -> Any:
+        """What a dead entry's slots call instead of its artifact: the careful path."""
+        return self._miss(*self.signature.bind(*args, **kwargs))
+
+    def _invalid(self, entry: CacheEntry) -> None:
+        # From a weakref callback: no lock here (see [Note: Dispatch by facts]).
+        self._dirty = True
+
+    def _drop_dead(self) -> None:
+        self._dirty = False
+        dead = [e for e in self._entries if not e.valid]
+        if not dead:
+            return
+        self._entries = [e for e in self._entries if e.valid]
+        for entry in dead:
+            self._counters.bump("invalidations")
+            self._counters.add("dropped_hits", entry.hits)
+            log.info("%s: dropped entry %s: %s", self.where, entry.compile_id,
+                     entry.invalid_reason)
+        self._publish([])
+
+    # ---- inspection -------------------------------------------------------------------
+    def entries(self) -> tuple[CacheEntry, ...]:
+        """The live entries, in dispatch order (most specific first, then oldest). Takes no
+        lock, so a compiler may call it; dead entries are left out here and dropped for good
+        on the next miss."""
+        return tuple(e for e in self._snapshot.entries if e.valid)
+
+    def compile_ids(self) -> list[CompileId]:
+        return [e.compile_id for e in self.entries()]
+
+    def lookup(self, *args: Any, **kwargs: Any) -> Optional[CacheEntry]:
+        """The entry a call with these arguments would use (None: it would miss)."""
+        return self._snapshot.lookup(self.signature.bind(*args, **kwargs))
+
+    @property
+    def recompiles(self) -> tuple[RecompileRecord, ...]:
+        """Every recompile (and refused recompile at the limit), oldest first."""
+        return tuple(self._records)
+
+    def reasons(self) -> list[str]:
+        """Every reason line of every recompile, oldest first."""
+        return [line for record in self._records for line in record.reasons()]
+
+    def guard_failure_counts(self) -> dict[str, int]:
+        """``"<kind> <sources>"`` -> in how many entry rejections that guard failed."""
+        return dict(self._failure_counts)
+
+    @property
+    def dynamic(self) -> frozenset[Source]:
+        """The sources guarded as dynamic now (declared, or made so by a recompile)."""
+        return self._dynamic | self._auto
+
+    @property
+    def static(self) -> frozenset[Source]:
+        return self._static
+
+    def stats(self) -> CacheStats:
+        entries = list(self._entries)
+        c = self._counters
+        compiles = c.get("compiles")
+        return CacheStats(
+            hits=sum(e.hits for e in entries) + c.get("dropped_hits"),
+            misses=c.get("misses"),
+            compiles=compiles,
+            recompiles=max(0, compiles - 1) if self._compiles else 0,
+            restarts=c.get("restarts"),
+            failures=c.get("failures"),
+            fallbacks=c.get("fallbacks"),
+            # dropped entries, and those dead since the last miss (dropped on the next)
+            invalidations=c.get("invalidations") + sum(1 for e in entries if not e.valid),
+            entries=sum(1 for e in entries if e.valid),
+        )
+
+    def clear(self) -> None:
+        """Forget every entry, record, count and automatic-dynamic marking."""
+        with self._lock:
+            self._reset_state()
+            self._static = self._declared_static
+            self._counters.reset()
+            self._publish([])
+
+    def snapshot(self) -> Snapshot:
+        """The published snapshot (the dispatcher's view), for debugging."""
+        return self._snapshot
+
+    def __repr__(self) -> str:
+        return f"<FunctionCache {self.where}: {len(self._snapshot.entries)} entries>"
+
+
+def specialize(
+    fn: Optional[Callable[..., Any]] = None,
+    /,
+    *,
+    compiler: Optional[Compiler] = None,
+    recompile_limit: int = 8,
+    on_limit: str = "fallback",
+    automatic_dynamic: bool = True,
+    static: Iterable[SourceLike] = (),
+    dynamic: Iterable[SourceLike] = (),
+    error_on_recompile: bool = False,
+    policy: Optional[ArgPolicy] = None,
+    global_state: bool = True,
+    max_restarts: int = 8,
+) -> Any:
+    """Specialize ``fn``: return a function with ``fn``'s signature that keeps compiled,
+    guarded entries and calls the most specialized one whose guards hold, compiling a new
+    one with ``compiler(request)`` on a miss. Usable as ``@specialize(compiler=...)``.
+
+    ``compiler`` (default: the artifact is ``fn``) gets a ``CompileRequest`` and returns the
+    artifact. ``recompile_limit``/``on_limit`` ("fallback" or "raise"): see
+    [Note: Recompile limits]. ``static``/``dynamic``: parameter names (or sources under
+    them) to guard by value / by type; ``automatic_dynamic``: see [Note: Automatic
+    dynamic]. ``error_on_recompile``: every recompile raises ``RecompileError``.
+    ``policy``: the argument rules (default: ``register_arg_rule``'s). ``global_state``:
+    guard the registered global states. The returned function's ``cache`` attribute is its
+    ``FunctionCache``.
+    """
+    options: dict[str, Any] = dict(
+        compiler=compiler, recompile_limit=recompile_limit, on_limit=on_limit,
+        automatic_dynamic=automatic_dynamic, static=static, dynamic=dynamic,
+        error_on_recompile=error_on_recompile, policy=policy, global_state=global_state,
+        max_restarts=max_restarts,
+    )
+    if fn is None:
+        return lambda f: FunctionCache(f, **options).function
+    return FunctionCache(fn, **options).function
+
+
+def cache_of(specialized: Union[Callable[..., Any], Any]) -> FunctionCache:
+    """The ``FunctionCache`` behind a function returned by ``specialize`` (also through a
+    bound method)."""
+    cache = getattr(specialized, "cache", None)
+    if not isinstance(cache, FunctionCache):
+        raise TypeError(f"{specialized!r} is not a function returned by jitguard.specialize")
+    return cache

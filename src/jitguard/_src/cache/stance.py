@@ -1,0 +1,126 @@
+"""Limits and stances: how many entries a function may make, and what happens past that,
+or when recompiling is forbidden.
+
+May import: errors, cache.reasons.
+
+# [Note: Recompile limits]
+# A function may compile ``recompile_limit`` entries (default 8; entries later dropped
+# because an object died still count, so a function fed fresh objects cannot compile
+# forever). A miss past the limit does not compile: with ``on_limit="fallback"`` (the
+# default) the call runs the original function uncompiled, and the first time this happens
+# a ``RecompileLimitWarning`` with the reasons is issued (and logged, at INFO, on
+# ``jitguard.recompiles``); with ``on_limit="raise"`` every such call raises
+# ``RecompileLimitError`` with the reasons. Existing entries keep serving their calls.
+# ``no_recompiles()`` (a context manager, process-wide and nestable) or
+# ``specialize(..., error_on_recompile=True)`` turn every recompile (a miss of a function
+# that has compiled before) into ``RecompileError``; first compiles are allowed, so a test
+# can warm up, then assert that nothing recompiles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Literal, Optional
+
+from ..errors import JitGuardError
+from .reasons import EntryFailures, RecompileRecord, format_recompile, log
+
+__all__ = [
+    "OnLimit",
+    "RecompileError",
+    "RecompileLimitError",
+    "RecompileLimitWarning",
+    "check_on_limit",
+    "no_recompiles",
+    "recompiles_forbidden",
+    "refuse",
+]
+
+OnLimit = Literal["fallback", "raise"]
+
+
+class RecompileError(JitGuardError, RuntimeError):
+    """A specialized function would have recompiled where recompiling is forbidden.
+    ``record`` holds the reasons (``record.reasons()``)."""
+
+    def __init__(self, message: str, record: RecompileRecord) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+class RecompileLimitError(RecompileError):
+    """A specialized function reached its recompile limit with ``on_limit="raise"``."""
+
+
+class RecompileLimitWarning(UserWarning):
+    """A specialized function reached its recompile limit and now runs uncompiled on a miss."""
+
+
+def check_on_limit(on_limit: str) -> OnLimit:
+    if on_limit not in ("fallback", "raise"):
+        raise ValueError(f"on_limit must be 'fallback' or 'raise', got {on_limit!r}")
+    return on_limit  # type: ignore[return-value]
+
+
+_forbid = 0
+_forbid_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def no_recompiles() -> Iterator[None]:
+    """Within the block, any recompile of any specialized function raises
+    ``RecompileError`` (see [Note: Recompile limits])."""
+    global _forbid
+    with _forbid_lock:
+        _forbid += 1
+    try:
+        yield
+    finally:
+        with _forbid_lock:
+            _forbid -= 1
+
+
+def recompiles_forbidden() -> bool:
+    return _forbid > 0
+
+
+def limit_message(what: str, limit: int, reasons: Sequence[str], on_limit: OnLimit) -> str:
+    then = (
+        "it now runs uncompiled on a miss" if on_limit == "fallback"
+        else "the call raises (on_limit='raise')"
+    )
+    lines = [f"{what} hit its recompile limit ({limit}); {then}. Last reasons:"]
+    lines += [f"    - {r}" for r in reasons] or ["    (none)"]
+    return "\n".join(lines)
+
+
+def refuse(
+    where: str, per_entry: Sequence[EntryFailures], *, recompile: bool, past_limit: bool,
+    forbidden: bool, limit: int, on_limit: OnLimit,
+) -> Optional[RecompileRecord]:
+    """Decide a miss before compiling: raise ``RecompileError`` where recompiling is
+    forbidden, ``RecompileLimitError`` past the limit with ``on_limit="raise"``; past the
+    limit with ``"fallback"``, warn (the caller does this once) and return the record of the
+    refused recompile; else None (compile)."""
+    if recompile and (forbidden or recompiles_forbidden()):
+        record = RecompileRecord(None, tuple(per_entry), outcome="forbidden")
+        raise RecompileError(
+            format_recompile(where, None, per_entry)
+            + "\n    but recompiling is forbidden here (no_recompiles / error_on_recompile)",
+            record,
+        )
+    if not past_limit:
+        return None
+    record = RecompileRecord(None, tuple(per_entry), outcome="limit")
+    message = limit_message(where, limit, record.reasons(), on_limit)
+    if on_limit == "raise":
+        raise RecompileLimitError(message, record)
+    # Logged at INFO: the warning is what users see; at WARNING, logging's last-resort
+    # handler would print the same text a second time where no logging is configured.
+    log.info(message)
+    # stacklevel: refuse, _serve_miss, _miss, the dispatcher, then the caller's line.
+    warnings.warn(message, RecompileLimitWarning, stacklevel=5)
+    return record

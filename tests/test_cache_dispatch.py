@@ -1,0 +1,164 @@
+"""Tests for jitguard._src.cache.dispatch: choosing dims, snapshots, and the differential
+check that the index answers exactly what a careful linear walk answers."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jitguard import CompileId, GuardBuilder, LocalSource, compile_guards
+from jitguard._src.cache.dispatch import build_snapshot, choose_dims, linear_lookup
+from jitguard._src.cache.entry import CacheEntry, Dim
+from jitguard._src.cache.keys import Dispatcher, compute_layout
+from jitguard._src.cache.signature import Signature
+
+GB = GuardBuilder
+PARAMS = ("a", "b", "c")
+
+
+class Obj:
+    pass
+
+
+OBJ_A, OBJ_B = Obj(), Obj()
+LIST_1, LIST_2 = [1], [1, 2]
+POOL: list[Any] = [0, 1, 2, True, False, 0.0, 1.0, -0.0, "x", "y", None, b"x", (1,), (1, 2),
+                   LIST_1, LIST_2, OBJ_A, OBJ_B, float("nan")]
+
+
+def kinds_for(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        return [GB.SEQUENCE_LENGTH, GB.TYPE_MATCH, GB.LENGTH_CHECK, None]
+    if isinstance(value, Obj):
+        return [GB.ID_MATCH, GB.TYPE_MATCH, None]
+    return [GB.CONSTANT_MATCH, GB.TYPE_MATCH, None]
+
+
+def build_entry(
+    spec: tuple[tuple[int, int], ...], seq: int, redirect: Any = None
+) -> CacheEntry:
+    frame = {p: POOL[v] for p, (v, _) in zip(PARAMS, spec, strict=True)}
+    guards = []
+    for p, (v, k) in zip(PARAMS, spec, strict=True):
+        options = kinds_for(POOL[v])
+        kind = options[k % len(options)]
+        if kind is not None:
+            guards.append(LocalSource(p).make_guard(kind))
+    check = compile_guards(guards, f_locals=frame, arg_names=PARAMS)
+    return CacheEntry(compile_id=CompileId(frame_id=0, frame_compile_id=seq),
+                      artifact=lambda a, b, c, _s=seq: _s, check=check, params=PARAMS, seq=seq,
+                      redirect=redirect)
+
+
+index = st.integers(0, len(POOL) - 1)
+entry_spec = st.tuples(*[st.tuples(index, st.integers(0, 3)) for _ in PARAMS])
+call = st.tuples(index, index, index)
+
+
+def seq_of(entry: Optional[CacheEntry]) -> Optional[int]:
+    return None if entry is None else entry.seq
+
+
+def run_dispatcher(entries: list[CacheEntry], dims: tuple[Dim, ...]) -> tuple[Any, Any]:
+    holder: dict[str, Any] = {}
+
+    def miss(*values: Any) -> Any:
+        found = holder["snap"].lookup(values)
+        return ("miss", seq_of(found))
+
+    disp = Dispatcher(Signature(lambda a, b, c: None), "f", miss)
+    ranked = sorted(entries, key=lambda e: e.rank)
+    keycode = disp.keycode(compute_layout(ranked, dims))
+    snap = holder["snap"] = build_snapshot(entries, keycode)
+    disp.install(keycode, snap.index)
+    return disp.function, snap
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(entry_spec, min_size=1, max_size=10), st.lists(call, min_size=1, max_size=12),
+       st.data())
+def test_index_equals_linear_walk(specs: Any, calls: Any, data: Any) -> None:
+    """For random entries, dims and calls, snapshot lookup, the generated dispatcher and a
+    careful linear walk choose the same entry."""
+    entries = [build_entry(spec, i) for i, spec in enumerate(specs)]
+    ranked = sorted(entries, key=lambda e: e.rank)
+    candidates = sorted({d for e in entries for d in e.facts}, key=Dim.sort_key)
+    chosen = choose_dims(ranked)
+    subset = tuple(d for d in candidates if data.draw(st.booleans()))
+    for dims in (chosen, subset, ()):
+        fn, snap = run_dispatcher(entries, dims)
+        for c in calls:
+            values = tuple(POOL[i] for i in c)
+            expected = seq_of(linear_lookup(entries, values))
+            assert seq_of(snap.lookup(values)) == expected
+            got = fn(*values)
+            if isinstance(got, tuple):  # the fast path declined: the careful path answered
+                got = got[1]
+            assert got == expected, (dims, values)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(entry_spec, min_size=2, max_size=8), st.lists(call, min_size=1, max_size=8),
+       st.data())
+def test_index_skips_dead_entries(specs: Any, calls: Any, data: Any) -> None:
+    """Entries invalidated after publication are never chosen, by any path."""
+    holder: dict[str, Any] = {}
+
+    def redirect(*values: Any) -> Any:
+        return ("miss", seq_of(holder["snap"].lookup(values)))
+
+    entries = [build_entry(spec, i, redirect) for i, spec in enumerate(specs)]
+    fn, snap = holder["fn"], holder["snap"] = run_dispatcher(entries, choose_dims(sorted(entries, key=lambda e: e.rank)))
+    for e in entries:
+        if data.draw(st.booleans()):
+            e.invalidate("test")
+    for c in calls:
+        values = tuple(POOL[i] for i in c)
+        expected = seq_of(linear_lookup(entries, values))
+        assert seq_of(snap.lookup(values)) == expected
+        got = fn(*values)
+        assert (got[1] if isinstance(got, tuple) else got) == expected
+
+
+def test_specific_entry_beats_newer_generic() -> None:
+    """A generic entry made after a static one does not shadow it."""
+    static = build_entry(((1, 0), (1, 2), (1, 2)), 0)   # a == 1
+    generic = build_entry(((2, 1), (1, 2), (1, 2)), 1)  # type(a) is int
+    for order in ([static, generic], [generic, static]):
+        fn, _ = run_dispatcher(order, choose_dims(sorted(order, key=lambda e: e.rank)))
+        assert fn(1, 0, 0) == 0 and fn(2, 0, 0) == 1
+
+
+def test_choose_dims_prefers_discriminating_facts() -> None:
+    """Entries that differ on one argument's value are keyed by that value."""
+    entries = [build_entry(((v, 0), (8, 2), (8, 2)), v) for v in (0, 1, 2)]
+    dims = choose_dims(sorted(entries, key=lambda e: e.rank))
+    assert Dim(0, "a", "value") in dims
+
+
+def test_choose_dims_finds_joint_exact_key() -> None:
+    """One entry guarded on two values is keyed by both (its key is then exact)."""
+    (entry,) = [build_entry(((1, 0), (8, 0), (8, 2)), 0)]
+    dims = choose_dims([entry])
+    assert set(dims) == {Dim(0, "a", "value"), Dim(1, "b", "value")}
+    assert entry.exact_under(dims)
+
+
+def test_choose_dims_keeps_previous_for_many_entries() -> None:
+    """With many entries, dims stay while new entries have them all."""
+    entries = [build_entry(((i % 3, 0), (8, 2), (8, 2)), i) for i in range(20)]
+    previous = (Dim(0, "a", "value"),)
+    assert choose_dims(entries, previous, entries[-1:]) == previous
+
+
+def test_snapshot_buckets_merge_linear_entries_in_rank_order() -> None:
+    """A bucket's candidates are its entries and the linear ones, in rank order."""
+    keyed = build_entry(((1, 0), (8, 2), (8, 2)), 0)
+    linear = build_entry(((1, 1), (8, 2), (8, 2)), 1)
+    _, snap = run_dispatcher([linear, keyed], (Dim(0, "a", "value"),))
+    assert snap.linear == (linear,)
+    assert list(snap.buckets.values()) == [(keyed, linear)]
+    assert snap.candidates((5, 0, 0)) == (linear,)
+    assert "1 keys" in repr(snap)

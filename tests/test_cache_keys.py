@@ -1,0 +1,142 @@
+"""Tests for jitguard._src.cache.keys: key layouts and the generated dispatcher."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jitguard import CompileId, GuardBuilder, LocalSource, compile_guards
+from jitguard._src.cache.dispatch import build_snapshot, choose_dims
+from jitguard._src.cache.entry import MISS_SLOT, CacheEntry
+from jitguard._src.cache.keys import LINEAR, NOKEY, Dispatcher, Layout, compute_layout
+from jitguard._src.cache.signature import Signature
+
+GB = GuardBuilder
+
+
+def entries_for(frames: list[dict[str, Any]], kinds: dict[str, Any]) -> list[CacheEntry]:
+    out = []
+    for i, frame in enumerate(frames):
+        params = tuple(frame)
+        check = compile_guards(
+            [LocalSource(n).make_guard(kinds[n]) for n in params], f_locals=frame,
+            arg_names=params,
+        )
+        out.append(CacheEntry(compile_id=CompileId(frame_id=0, frame_compile_id=i),
+                              artifact=lambda *a, _i=i: _i, check=check, params=params, seq=i))
+    return out
+
+
+def published(frames: list[dict[str, Any]], kinds: dict[str, Any], fn: Any) -> tuple[Any, Any]:
+    entries = entries_for(frames, kinds)
+    misses: list[tuple[Any, ...]] = []
+    disp = Dispatcher(Signature(fn), fn.__name__, lambda *v: misses.append(v) or "miss")
+    dims = choose_dims(sorted(entries, key=lambda e: e.rank))
+    keycode = disp.keycode(compute_layout(sorted(entries, key=lambda e: e.rank), dims))
+    snap = build_snapshot(entries, keycode)
+    disp.install(keycode, snap.index)
+    return disp, snap
+
+
+def f2(a, b):  # type: ignore[no-untyped-def]
+    return (a, b)
+
+
+def test_uniform_value_type_is_hoisted() -> None:
+    """Int values in every entry: the type is tested once, the key is the raw value."""
+    entries = entries_for([{"n": i} for i in range(3)], {"n": GB.EQUALS_MATCH})
+    dims = choose_dims(entries)
+    layout = compute_layout(entries, dims)
+    assert layout.hoisted == (("is", int),) and layout.exact
+    disp = Dispatcher(Signature(lambda n: n), "g", print)
+    keycode = disp.keycode(layout)
+    assert keycode.entry_key(entries[2]) == 2
+    assert keycode.key_of(2) == 2 and keycode.key_of(True) is NOKEY
+
+
+def test_mixed_types_key_on_type_id() -> None:
+    """Values of different types: the key carries id(type(v)) and the value."""
+    entries = entries_for([{"n": 1}, {"n": "1"}], {"n": GB.EQUALS_MATCH})
+    layout = compute_layout(entries, choose_dims(entries))
+    assert layout.hoisted == (None,)
+    keycode = Dispatcher(Signature(lambda n: n), "g", print).keycode(layout)
+    assert keycode.entry_key(entries[0]) == (id(int), 1)
+    assert keycode.key_of(1.0) == (id(float), 1.0)  # never equal to the int entry's key
+
+
+def test_exact_dispatcher_calls_artifact_directly() -> None:
+    """All entries exact and keyed: the dispatcher hits without a residual."""
+    disp, snap = published([{"a": 1, "b": 2}, {"a": 3, "b": 4}],
+                           {"a": GB.EQUALS_MATCH, "b": GB.EQUALS_MATCH}, f2)
+    assert snap.keycode.layout.exact
+    assert LINEAR not in snap.index
+    assert disp.function(1, 2) == 0 and disp.function(3, 4) == 1
+    assert disp.function(1, 4) == "miss"
+    assert disp.function(True, 2) == "miss"
+    assert "residual" not in disp.source
+    assert snap.keycode.nested and snap.index[1][2].hits == 1  # one dict level per part
+
+
+def test_residual_dispatcher_falls_back_to_linear_head() -> None:
+    """With a linear entry, a key miss tries the first linear entry."""
+    entries = entries_for([{"n": 1}], {"n": GB.EQUALS_MATCH})
+    entries += entries_for([{"n": 5}], {"n": GB.TYPE_MATCH})
+    entries[1].seq = 1
+    entries[1].artifact = lambda n: "typed"
+    disp = Dispatcher(Signature(lambda n: n), "g", lambda *v: "miss")
+    ranked = sorted(entries, key=lambda e: e.rank)
+    dims = choose_dims(ranked)
+    keycode = disp.keycode(compute_layout(ranked, dims))
+    snap = build_snapshot(entries, keycode)
+    disp.install(keycode, snap.index)
+    assert not keycode.layout.exact and snap.index[LINEAR].entry is entries[1]
+    assert disp.function(1) == 0  # the value entry, more specific
+    assert disp.function(2) == "typed"
+    assert disp.function("s") == "miss"
+
+
+def test_layout_change_swaps_code_and_retires_old_index() -> None:
+    """A new layout swaps the function's code; the old index always misses."""
+    disp = Dispatcher(Signature(f2), "f2", lambda *v: "miss")
+    fn = disp.function
+    first = disp._current
+    assert first is not None and fn(1, 2) == "miss"
+    entries = entries_for([{"a": 1, "b": 2}], {"a": GB.EQUALS_MATCH, "b": GB.EQUALS_MATCH})
+    keycode = disp.keycode(compute_layout(entries, choose_dims(entries)))
+    snap = build_snapshot(entries, keycode)
+    disp.install(keycode, snap.index)
+    assert disp.function is fn and fn(1, 2) == 0
+    assert disp.ns[first.index_name] == {LINEAR: MISS_SLOT}
+    assert fn.__code__.co_name == "f2"
+
+
+def test_same_layout_reuses_generation() -> None:
+    """The same layout gives the same generated code."""
+    disp = Dispatcher(Signature(lambda n: n), "g", print)
+    layout = Layout((), (), False)
+    assert disp.keycode(layout) is disp.keycode(layout)
+
+
+def test_parameters_named_like_builtins() -> None:
+    """Parameters called type, id or len do not break the generated code."""
+    def g(type, id, len):  # type: ignore[no-untyped-def]
+        return (type, id, len)
+
+    frames = [{"type": 1, "id": "x", "len": b"y"}]
+    disp, _ = published(frames, {n: GB.EQUALS_MATCH for n in frames[0]}, g)
+    assert disp.function(1, "x", b"y") == 0
+    assert disp.function(2, "x", b"y") == "miss"
+
+
+def test_key_of_swallows_exceptions() -> None:
+    """A key that cannot be computed (len of an int) is NOKEY, not an exception."""
+    entries = entries_for([{"t": (1, 2)}, {"t": [1]}], {"t": GB.SEQUENCE_LENGTH})
+    layout = compute_layout(entries, choose_dims(entries))
+    keycode = Dispatcher(Signature(lambda t: t), "g", print).keycode(layout)
+    assert keycode.key_of(5) is NOKEY
+    assert keycode.key_of((3, 4)) == keycode.entry_key(entries[0])
+
+
+def test_unhashable_value_misses() -> None:
+    """An unhashable argument where values are keyed goes to the miss path."""
+    disp, _ = published([{"a": 1, "b": 2}], {"a": GB.EQUALS_MATCH, "b": GB.EQUALS_MATCH}, f2)
+    assert disp.function(1, [2]) == "miss"
