@@ -3,8 +3,20 @@
 May import: anything in jitguard._src, and torch.
 
 ``install()`` runs once, the first time jitguard needs an integration while torch is
-imported (see [Note: Lazy integrations]): it registers torch's ambient states, the fake-mode
-detector and the ``invoke_subgraph`` cache.
+imported (see [Note: Lazy integrations]), or when ``jitguard.torch`` is imported. It plugs
+torch into jitguard's registries:
+  * global states (``state``): grad mode, autocast, determinism, default dtype/device,
+    inference mode, the torch-function mode stack;
+  * guard kinds: TENSOR_MATCH (``tensor_match``), TENSORS_MATCH (``batched``: many tensors
+    in one call of torch's C++ checker), NO_TENSOR_ALIASING and STORAGE_OVERLAP
+    (``aliasing``, with the ``StorageOverlap`` environment handler), NN_MODULE_STATE and
+    NN_MODULE_GLOBAL_HOOKS (``module_kinds``), TORCH_GLOBAL_STATE (``ambient``: torch's ambient
+    state in one C++ check), so ``GuardBuilder.TENSOR_MATCH`` and the rest exist;
+  * EQUALS_MATCH constants: ``torch.dtype``, ``torch.device``, ``torch.Size``,
+    ``torch.layout``, ``torch.memory_format``;
+  * the sympy functions of torch's shape guards (``symbolic``);
+  * fake-mode detection and the ``invoke_subgraph`` cache (``fake``);
+  * argument rules for the specializing cache (``rules``), when the cache is present.
 """
 
 from __future__ import annotations
@@ -14,7 +26,7 @@ import threading
 __all__ = ["install"]
 
 _installed = False
-_lock = threading.Lock()
+_lock = threading.RLock()
 
 
 def install() -> None:
@@ -23,8 +35,38 @@ def install() -> None:
     with _lock:
         if _installed:
             return
-        from . import fake, state
+        import torch
+
+        from ..compiler import builder as _builder
+        from ..compiler import builtin_kinds, kinds
+        from ..guards import StorageOverlap
+        from . import (
+            aliasing,
+            ambient,
+            batched,
+            fake,
+            module_kinds,
+            rules,
+            state,
+            symbolic,
+            tensor_match,
+        )
 
         state.register_states()
         fake.install_hooks()
+        for kind in (
+            tensor_match.TensorMatch(),
+            batched.TensorsMatch(),
+            aliasing.NoTensorAliasing(),
+            aliasing.STORAGE_OVERLAP,
+            module_kinds.ModuleState(),
+            module_kinds.ModuleGlobalHooks(),
+            ambient.TorchGlobalState(),
+        ):
+            kinds.register_guard_kind(kind, replace=True)
+        _builder.register_env_expr_handler(StorageOverlap, aliasing.storage_overlap_handler)
+        for tp in (torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format):
+            builtin_kinds.register_constant_type(tp)
+        symbolic.register_sympy_functions()
+        rules.register_rules()
         _installed = True
