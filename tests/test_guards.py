@@ -594,3 +594,21 @@ def test_is_from_source() -> None:
     assert not is_from_source(root, a)
     assert not is_from_source(deep, L("y"))
     assert not is_from_source(AttrSource(L("y"), "a"), a)
+
+
+def test_set_export_info_compares_weakrefs_by_identity_not_eq() -> None:
+    """Re-recording export info for the same object never calls its __eq__ (tensors'
+    elementwise == would raise); a different live object is still rejected."""
+    class Hostile:
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("ambiguous")
+
+        __hash__ = object.__hash__
+
+    obj, other = Hostile(), Hostile()
+    g = Guard(L("x"), EQUALS_MATCH)
+    g.set_export_info("ID_MATCH", None, ["a"], weakref.ref(obj, lambda r: None))
+    g.set_export_info("ID_MATCH", None, ["b"], weakref.ref(obj, lambda r: None))
+    assert g.code_list == ["a", "b"]
+    with pytest.raises(AssertionError, match="Guarded object must be identical"):
+        g.set_export_info("ID_MATCH", None, ["c"], weakref.ref(other))

@@ -424,7 +424,7 @@ class Guard:
             self.guard_types = []
         self.guard_types.append(guard_type)
 
-        if self.guarded_class_weakref not in (guarded_class, None):
+        if not _same_or_unset(self.guarded_class_weakref, guarded_class):
             raise AssertionError(
                 f"Guarded class id must be identical, or None (guard {self.name!r}: "
                 f"{self.guarded_class_weakref} then {guarded_class})"
@@ -438,12 +438,22 @@ class Guard:
             self.code_list.extend(code_list)
 
         old = self.obj_weakref
-        if not (old in (obj_weakref, None) or (callable(old) and old() is None)):
+        if not (_same_or_unset(old, obj_weakref) or (callable(old) and old() is None)):
             raise AssertionError(
                 f"Guarded object must be identical, None or ephemeral (dead weakref) "
                 f"(guard {self.name!r})"
             )
         self.obj_weakref = obj_weakref
+
+
+def _same_or_unset(old: Any, new: Any) -> bool:
+    """``old`` is unset or refers to the same object as ``new``: weak references are compared
+    by referent identity, never with ``==`` (a tensor's ``==`` is elementwise)."""
+    if old is None or old is new:
+        return True
+    if isinstance(old, weakref.ReferenceType) and isinstance(new, weakref.ReferenceType):
+        return old() is new() and old() is not None
+    return False
 
 
 @dataclasses.dataclass(frozen=True)
