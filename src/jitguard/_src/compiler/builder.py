@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Optional
 
-from ..errors import GuardCompileError, UnreadableSourceError
+from ..errors import GuardCompileError, GuardKindError, UnreadableSourceError
 from ..guards import ChainedSource, DuplicateInputs, Guard, GuardBuilderBase, GuardEnvExpr, Source
-from .kinds import GuardKind, create_fn_for, get_guard_kind
+from .kinds import GuardKind, RelationalKind, create_fn_for, get_guard_kind
 
 __all__ = ["GuardBuilder", "Leaf", "register_env_expr_handler"]
 
@@ -31,22 +31,28 @@ class Leaf:
     params: Any
     guard: Optional[Guard] = None
     sloc: Optional[Any] = None
+    _code: Optional[str] = dataclasses.field(default=None, init=False, repr=False)
 
     def names(self) -> Any:
         """What ``kind.code``/``kind.reason`` get as the name: one name, or a tuple of names
         for a relational kind."""
-        names = tuple(s.name() for s in self.sources)
         if self.kind.relational:
-            return names
-        return names[0] if names else ""
+            return tuple([s.name() for s in self.sources])
+        return self.sources[0].name() if self.sources else ""
 
     def code(self) -> str:
-        return self.kind.code(self.names(), self.params)
+        """What the leaf checks, as text (computed once: export info and the generated
+        code's comments both use it)."""
+        if self._code is None:
+            self._code = self.kind.code(self.names(), self.params)
+        return self._code
 
     @property
     def user_stack(self) -> Any:
         return self.guard.user_stack if self.guard is not None else None
 
+
+_MISSING = object()
 
 EnvHandler = Callable[["GuardBuilder", Any], None]
 _env_handlers: dict[type, EnvHandler] = {}
@@ -77,22 +83,29 @@ class GuardBuilder(GuardBuilderBase, metaclass=_BuilderType):
     def __init__(self, f_locals: Any, f_globals: Any) -> None:
         self.f_locals = f_locals if f_locals is not None else {}
         self.f_globals = f_globals if f_globals is not None else {}
+        self._has_globals = f_globals is not None
         self.leaves: list[Leaf] = []
         self._values: dict[Source, Any] = {}
 
     def get(self, source: Source) -> Any:
         """The value of ``source`` in the build frame (read once, then cached)."""
-        try:
-            return self._values[source]
-        except KeyError:
-            pass
+        value = self._values.get(source, _MISSING)
+        if value is not _MISSING:
+            return value
         try:
             if isinstance(source, ChainedSource) and hasattr(source, "access"):
                 value = source.access(self.get(source.base))
             else:
+                slot = getattr(source, "frame_slot", None)
+                if slot is not None and not self._has_globals and slot()[0] == "G":
+                    raise GuardCompileError(
+                        f"{source.name()} reads a global but no f_globals was given"
+                    )
                 value = source.get_value(self.f_locals, self.f_globals)
-        except (GuardCompileError, UnreadableSourceError):
+        except GuardCompileError:
             raise
+        except UnreadableSourceError as e:
+            raise GuardCompileError(f"cannot guard on {source.name()}: {e}") from e
         except Exception as e:
             raise GuardCompileError(
                 f"cannot read {source.name()} in the frame being compiled: "
@@ -105,6 +118,8 @@ class GuardBuilder(GuardBuilderBase, metaclass=_BuilderType):
         """Called by a kind's create_fn: turn ``guard`` into a leaf."""
         source = guard.originating_source
         if kind.relational:
+            if not isinstance(kind, RelationalKind):
+                raise GuardKindError(f"{kind.name} is relational but not a RelationalKind")
             sources: tuple[Source, ...] = (source, *kind.extra_sources(guard, **options))
             value: Any = tuple(self.get(s) for s in sources)
         elif not kind.reads_value:

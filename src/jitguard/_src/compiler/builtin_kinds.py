@@ -37,6 +37,8 @@ def _is_constant(value: Any) -> bool:
         return True
     if tp in (tuple, frozenset):
         return all(_is_constant(v) for v in value)
+    if tp is slice:
+        return all(_is_constant(v) for v in (value.start, value.stop, value.step))
     return tp in _CONSTANT_TYPES or (isinstance(value, tuple) and tp in _CONSTANT_TYPES)
 
 
@@ -47,6 +49,8 @@ def _has_nan(value: Any) -> bool:
         return math.isnan(value.real) or math.isnan(value.imag)
     if isinstance(value, (tuple, frozenset)):
         return any(_has_nan(v) for v in value)
+    if type(value) is slice:
+        return any(_has_nan(v) for v in (value.start, value.stop, value.step))
     return False
 
 
@@ -56,13 +60,18 @@ def _float_equal(a: float, b: float) -> bool:
 
 def strict_equal(value: Any, expected: Any) -> bool:
     """Equal with the same exact type at every level; NaN equals NaN. So ``1``, ``1.0`` and
-    ``True`` are three different constants, and ``(1, 2) != (1.0, 2.0)``."""
+    ``True`` are three different constants, ``(1, 2) != (1.0, 2.0)`` and
+    ``slice(0, 2) != slice(0.0, 2)``."""
     tp = type(expected)
     if type(value) is not tp:
         return False
+    if tp is slice:
+        return strict_equal(
+            (value.start, value.stop, value.step), (expected.start, expected.stop, expected.step)
+        )
     if tp is tuple:
         return len(value) == len(expected) and all(
-            strict_equal(a, b) for a, b in zip(value, expected)
+            strict_equal(a, b) for a, b in zip(value, expected, strict=True)
         )
     if tp is frozenset:
         return len(value) == len(expected) and all(
@@ -220,7 +229,9 @@ class BoolMatch(GuardKind):
         return value is params
 
     def emit(self, var: str, params: bool, ctx: EmitContext) -> str:
-        return f"{var} is {'True' if params else 'False'}"
+        # Bound, not written as True/False: a recompile after the flag flipped then has the
+        # same code text and reuses the compiled code ([Note: Compiled-code reuse]).
+        return f"{var} is {ctx.const(params, 'flag')}"
 
     def code(self, name: str, params: bool) -> str:
         return f"{name} is {params}"
@@ -388,7 +399,11 @@ class DictKeysMatch(GuardKind):
 
     def emit(self, var: str, params: tuple[Ident, tuple[Any, ...]], ctx: EmitContext) -> str:
         type_ok = ctx.identical(f"type({var})", params[0], "type")
-        return f"{type_ok} and list(dict.keys({var})) == {ctx.const(list(params[1]), 'keys')}"
+        keys = ctx.const(list(params[1]), "keys")
+        if params[0].get() is dict:
+            # Iterating an exact dict yields dict.keys() in order; [*v] is the fastest read.
+            return f"{type_ok} and [*{var}] == {keys}"
+        return f"{type_ok} and list(dict.keys({var})) == {keys}"
 
     def code(self, name: str, params: tuple[Ident, tuple[Any, ...]]) -> str:
         return f"list(dict.keys({name})) == {show(list(params[1]))}"
@@ -505,7 +520,10 @@ class FunctionMatch(GuardKind):
         return (
             cells is not None
             and len(cells) == len(contents)
-            and all(i.alive and _cell_value(c) is i.get() for c, i in zip(cells, contents))
+            and all(
+                i.alive and _cell_value(c) is i.get()
+                for c, i in zip(cells, contents, strict=True)
+            )
         )
 
     def emit(self, var: str, params: Any, ctx: EmitContext) -> str:
@@ -634,7 +652,7 @@ class NoAliasing(RelationalKind):
 
     def reason(self, name: Any, value: Any, params: None) -> str:
         seen: dict[int, str] = {}
-        for n, v in zip(name, value):
+        for n, v in zip(name, value, strict=True):
             if id(v) in seen:
                 return f"{self.code(name, params)} failed: {seen[id(v)]} is {n}"
             seen[id(v)] = n
@@ -656,7 +674,15 @@ class GlobalStateKind(GuardKind):
         return tuple((s, s.read()) for s in global_states.guarded())
 
     def holds(self, value: Any, params: tuple[Any, ...]) -> bool:
-        return all(state.read() == expected for state, expected in params)
+        # A read that raises is a changed state (the generated code fails on it too); holding
+        # instead of raising lets ``reason`` say which state could not be read.
+        for state, expected in params:
+            try:
+                if not state.read() == expected:
+                    return False
+            except Exception:
+                return False
+        return True
 
     def emit(self, var: Any, params: tuple[Any, ...], ctx: EmitContext) -> str:
         if not params:

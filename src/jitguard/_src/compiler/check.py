@@ -6,10 +6,12 @@ May import: errors, guards, contexts, compiler.*.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import linecache
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 from ..errors import GuardCompileError
@@ -72,19 +74,22 @@ class CheckFunction:
         self._lock = threading.Lock()
         self._idents: list[Ident] = []
         self_ref = weakref.ref(self)
-        ident_names: dict[int, list[str]] = {}
+        holders: dict[int, list[str]] = {}
+        # The generated function's namespace, once it exists: a death patches it even when
+        # this CheckFunction is gone and only its ``fn`` is still in use.
+        namespace: list[dict[str, Any]] = []
 
         def on_weak(ident: Ident, const_name: str) -> None:
+            if not self._idents:
+                holders.update(_ident_holders(leaves))
             self._idents.append(ident)
-            source_names = [
-                leaf.sources[0].name() if leaf.sources else "?"
-                for leaf in leaves
-                if _leaf_holds_ident(leaf, ident)
-            ]
-            ident_names.setdefault(id(ident), []).append(const_name)
-            ident.on_death(lambda: _invalidate(self_ref, const_name, source_names))
+            source_names = holders.get(id(ident), [])
+            ident.on_death(lambda: _invalidate(self_ref, namespace, const_name, source_names))
 
         code = generate(leaves, name=name, arg_names=arg_names, f_globals=f_globals, on_weak=on_weak)
+        namespace.append(code.namespace)
+        # The function holds its Idents (and so their death callbacks) itself.
+        code.namespace["___weak_idents"] = self._idents
         self.fn: Callable[..., bool] = code.fn
         self.source = code.source
         self.filename = code.filename
@@ -104,7 +109,7 @@ class CheckFunction:
                 f"{self.name}: this check takes {len(self.arg_names)} arguments "
                 f"{list(self.arg_names)}, got {len(args)}"
             )
-        return dict(zip(self.arg_names, args))
+        return dict(zip(self.arg_names, args, strict=True))
 
     def reference(self, *args: Any) -> bool:
         """The reference evaluator's answer for the same arguments (slow; for testing)."""
@@ -158,6 +163,9 @@ class CheckFunction:
             for name, value in list(self._namespace.items()):
                 if name.startswith("___id_") and isinstance(value, int):
                     self._namespace[name] = -1
+            # Whoever took ``check.fn`` before (a cache entry) still calls the generated
+            # function: give it a body that fails, whatever it binds by identity.
+            self.fn.__code__ = _always_false.__code__
             self.fn = _always_false
             callbacks, self._callbacks = self._callbacks, []
         for cb in callbacks:
@@ -172,24 +180,32 @@ def _always_false(*args: Any) -> bool:
     return False
 
 
-def _leaf_holds_ident(leaf: Leaf, ident: Ident) -> bool:
-    params = leaf.params
-    stack = [params]
-    while stack:
-        p = stack.pop()
-        if p is ident:
-            return True
-        if isinstance(p, (tuple, list)):
-            stack.extend(p)
-    return False
+def _ident_holders(leaves: list[Leaf]) -> dict[int, list[str]]:
+    """For each Ident in the leaves' params (by id), the names of the sources guarded by it.
+    One walk over all leaves, so binding many objects weakly stays linear."""
+    holders: dict[int, list[str]] = {}
+    for leaf in leaves:
+        stack = [leaf.params]
+        while stack:
+            p = stack.pop()
+            if isinstance(p, Ident):
+                holders.setdefault(id(p), []).append(
+                    leaf.sources[0].name() if leaf.sources else "?"
+                )
+            elif isinstance(p, (tuple, list)):
+                stack.extend(p)
+    return holders
 
 
-def _invalidate(ref: Any, const_name: str, source_names: list[str]) -> None:
+def _invalidate(
+    ref: Any, namespace: list[dict[str, Any]], const_name: str, source_names: list[str]
+) -> None:
+    for ns in namespace:
+        ns[const_name] = -1
     check = ref()
     if check is None:
         return
     what = " and ".join(dict.fromkeys(source_names)) or const_name
-    check._namespace[const_name] = -1
     check.invalidate(f"Cache line invalidated because {what} got deallocated")
 
 
@@ -216,8 +232,45 @@ def compile_guards(
     With ``check_frame`` (default) the new check must accept the frame it was built from;
     ``GuardCompileError`` says which guard did not.
     """
+    with _gc_paused():
+        return _compile_guards(
+            guards, env_exprs, shape_guards, symbol_sources, f_locals, f_globals, arg_names,
+            name, check_frame,
+        )
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic collection while a check is built: it allocates many objects that all live
+    as long as the check, and a full collection triggered meanwhile (it happens about once
+    per 10,000 guards) walks the whole heap for nothing, often costing as much as the build."""
+    was_enabled = gc.isenabled()
+    if was_enabled:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _compile_guards(
+    guards: Iterable[Guard],
+    env_exprs: Iterable[GuardEnvExpr],
+    shape_guards: Iterable[Any],
+    symbol_sources: Optional[Mapping[Any, Source]],
+    f_locals: Optional[Mapping[str, Any]],
+    f_globals: Optional[Mapping[str, Any]],
+    arg_names: Optional[Sequence[str]],
+    name: str,
+    check_frame: bool,
+) -> CheckFunction:
+    if arg_names is not None and len(set(arg_names)) != len(arg_names):
+        raise GuardCompileError(f"{name}: arg_names has duplicates: {list(arg_names)}")
     builder = GuardBuilder(f_locals, f_globals)
-    ordered = sorted(set(guards), key=lambda g: g.sort_key())
+    # dict.fromkeys, not set: equal guards collapse, ties in sort_key keep the caller's
+    # order, so the same guards give the same check function in every process.
+    ordered = sorted(dict.fromkeys(guards), key=Guard.sort_key)
     for guard in ordered:
         builder.add_guard(guard)
     for expr in env_exprs:
@@ -233,9 +286,11 @@ def compile_guards(
             (f_locals,) if args is None else tuple(f_locals[a] for a in args if a in f_locals)
         )
         if len(frame_args) == (1 if args is None else len(args)) and not check.fn(*frame_args):
-            failures = check.explain(*frame_args) or ["(no guard failed on re-evaluation)"]
+            reasons = [str(f) for f in check.explain(*frame_args)] or [
+                "(no guard failed on re-evaluation)"
+            ]
             raise GuardCompileError(
                 f"{name}: the compiled guards reject the frame they were built from:\n"
-                + "\n".join(f"  - {f}" for f in failures)
+                + "\n".join(f"  - {r}" for r in reasons)
             )
     return check

@@ -1,6 +1,6 @@
 """The guard-kind protocol and its registry.
 
-May import: errors, guards, compiler.values.
+May import: errors, integrations, guards, compiler.values.
 
 A guard kind says, for one assumption, four things kept apart:
   * ``expect(value, guard, **options)``: at build time, what to hold on to (the "params"),
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from ..errors import GuardKindError
 from ..guards import RELATIONAL_ATTR
+from ..integrations import ensure_loaded
 
 if TYPE_CHECKING:
     from ..guards import Guard
@@ -128,7 +129,14 @@ _lock = threading.Lock()
 
 
 def _make_create_fn(kind: GuardKind) -> Callable[..., Any]:
-    def create_fn(builder: GuardBuilder, guard: Guard, **options: Any) -> None:
+    def create_fn(builder: GuardBuilder, guard: Guard, *args: Any, **options: Any) -> None:
+        if args:
+            # functools.partial(create_fn, value) puts ``value`` first, shifting the builder
+            # and the guard along: options must be keywords.
+            raise GuardKindError(
+                f"guard kind options must be keywords: functools.partial({kind.name}, "
+                f"name=value), got positional {(builder, guard, *args)[:-2]!r}"
+            )
         builder.install(kind, guard, options)
 
     create_fn.__name__ = create_fn.__qualname__ = kind.name
@@ -181,6 +189,13 @@ def guard_kinds() -> dict[str, GuardKind]:
 
 
 def create_fn_for(name: str) -> Callable[..., Any]:
+    try:
+        return _create_fns[name]
+    except KeyError:
+        pass
+    # The kind may belong to an integration not loaded yet (GuardBuilder.TENSOR_MATCH once
+    # torch is imported): see [Note: Lazy integrations].
+    ensure_loaded()
     try:
         return _create_fns[name]
     except KeyError:

@@ -42,21 +42,42 @@ class GuardFailure:
         return text
 
 
+class _ReadError(Exception):
+    """Reading ``source`` raised ``error`` (``source`` is the first one on the chain that
+    failed, which may be a base of the source asked for)."""
+
+    def __init__(self, source: Source, error: BaseException) -> None:
+        super().__init__(source, error)
+        self.source, self.error = source, error
+
+
 class _Reader:
-    """Reads sources for one evaluation, remembering failures so a broken base is reported
-    once for everything under it."""
+    """Reads sources for one evaluation, each at most once (as the generated code does),
+    remembering failures so a broken base is read once and reported, by its own name, for
+    everything under it."""
 
     def __init__(self, f_locals: Any, f_globals: Any) -> None:
         self.f_locals, self.f_globals = f_locals, f_globals
         self.values: dict[Source, Any] = {}
+        self.errors: dict[Source, _ReadError] = {}
 
     def read(self, source: Source) -> Any:
         if source in self.values:
             return self.values[source]
-        if isinstance(source, ChainedSource) and hasattr(source, "access"):
-            value = source.access(self.read(source.base))
-        else:
-            value = source.get_value(self.f_locals, self.f_globals)
+        if source in self.errors:
+            raise self.errors[source]
+        try:
+            if isinstance(source, ChainedSource) and hasattr(source, "access"):
+                value = source.access(self.read(source.base))
+            else:
+                value = source.get_value(self.f_locals, self.f_globals)
+        except _ReadError as e:
+            self.errors[source] = e
+            raise
+        except Exception as e:
+            error = _ReadError(source, e)
+            self.errors[source] = error
+            raise error from e
         self.values[source] = value
         return value
 
@@ -77,11 +98,12 @@ def evaluate_leaf(leaf: Leaf, reader: _Reader, *, explain: bool) -> Optional[Gua
     for source in leaf.sources:
         try:
             values.append(reader.read(source))
-        except Exception as e:
+        except _ReadError as e:
             if not explain:
                 return _FAILED
             return _failure(
-                leaf, f"{source.name()} could not be read: {type(e).__name__}: {e}"
+                leaf,
+                f"{e.source.name()} could not be read: {type(e.error).__name__}: {e.error}",
             )
     value: Any = tuple(values) if leaf.kind.relational else (values[0] if values else None)
     try:

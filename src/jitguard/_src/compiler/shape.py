@@ -98,21 +98,22 @@ class ShapeEnvKind(RelationalKind):
         import sympy
 
         expr, symbols, _ = params
-        result = expr.xreplace({s: sympy.Integer(v) for s, v in zip(symbols, value)})
+        result = expr.xreplace({s: sympy.Integer(v) for s, v in zip(symbols, value, strict=True)})
         return bool(result)
 
     def emit(self, var: Any, params: Any, ctx: EmitContext) -> str:
         expr, symbols, _ = params
-        return _print(expr, dict(zip(symbols, var)), ctx.const)
+        return _print(expr, dict(zip(symbols, var, strict=True)), ctx.const)
 
     def code(self, name: Any, params: Any) -> str:
         expr, symbols, _ = params
-        return _display(expr, dict(zip(symbols, name)))
+        return _display(expr, dict(zip(symbols, name, strict=True)))
 
     def reason(self, name: Any, value: Any, params: Any) -> str:
-        expr, symbols, sloc = params
-        got = ", ".join(f"{n} = {v!r}" for n, v in zip(name, value))
-        where = f"  # {sloc}" if sloc is not None else ""
+        sloc = params[2]
+        got = ", ".join(f"{n} = {v!r}" for n, v in zip(name, value, strict=True))
+        text = str(sloc) if sloc is not None else ""
+        where = f"  # {text}" if text not in ("", "()") else ""
         return f"{self.code(name, params)} failed: {got}{where}"
 
 

@@ -19,9 +19,9 @@ May import: nothing from jitguard but errors.
 from __future__ import annotations
 
 import builtins
-import weakref
 import sys
 import types
+import weakref
 from typing import Any
 
 __all__ = ["Ident", "describe_ident", "is_long_lived", "show", "type_name"]

@@ -1,0 +1,370 @@
+"""Property tests: the compiled check agrees with the reference evaluator on random guards
+over random nested values, and is sound (True only when every guard holds)."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jitguard import (
+    AttrSource,
+    CheckFunction,
+    GetItemSource,
+    Guard,
+    GuardBuilder,
+    LocalSource,
+    Source,
+    compile_guards,
+)
+from jitguard._src.compiler.builtin_kinds import strict_equal
+
+SETTINGS = settings(
+    # JITGUARD_EXAMPLES=2000 for a long hunt; the default keeps the suite fast.
+    max_examples=int(os.environ.get("JITGUARD_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+ARG_NAMES = ["x", "y"]
+
+
+class Boom(Exception):
+    pass
+
+
+class Obj:
+    """A value with attributes."""
+
+    def __init__(self, **attrs: Any) -> None:
+        self.__dict__.update(attrs)
+
+    def __repr__(self) -> str:
+        return f"Obj({self.__dict__!r})"
+
+
+class Hostile:
+    """Every way of looking at it raises: attributes, items, len, ==, hash."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise Boom(f"getattr {name}")
+
+    def __getitem__(self, key: Any) -> Any:
+        raise Boom("getitem")
+
+    def __len__(self) -> int:
+        raise Boom("len")
+
+    def __eq__(self, other: object) -> bool:
+        raise Boom("eq")
+
+    def __hash__(self) -> int:
+        raise Boom("hash")
+
+    def __repr__(self) -> str:
+        return "Hostile()"
+
+
+ATTR_NAMES = ["a", "b", "val", "x_1", "名"]
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1.0, float("nan")]),
+    st.text(max_size=4),
+    st.binary(max_size=3),
+)
+
+
+def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    keys = st.one_of(st.text(max_size=3), st.integers(-2, 5))
+    return st.one_of(
+        st.lists(children, max_size=4),
+        st.lists(children, max_size=4).map(tuple),
+        st.dictionaries(keys, children, max_size=4),
+        st.dictionaries(st.sampled_from(ATTR_NAMES), children, max_size=3).map(
+            lambda d: Obj(**d)
+        ),
+    )
+
+
+values = st.recursive(scalars, _containers, max_leaves=12)
+
+# ---- guards from a value --------------------------------------------------------------------
+
+
+def _is_constant(v: Any) -> bool:
+    if type(v) is tuple:
+        return all(_is_constant(x) for x in v)
+    return type(v) in (int, float, str, bytes, bool, type(None))
+
+
+def _nodes(source: Source, value: Any, depth: int = 0) -> list[tuple[Source, Any]]:
+    """Every (source, value) under ``source``, parents first."""
+    out = [(source, value)]
+    if depth >= 4:
+        return out
+    children: list[tuple[Source, Any]] = []
+    if type(value) in (list, tuple):
+        children = [(GetItemSource(source, i), v) for i, v in enumerate(value)]
+    elif type(value) is dict:
+        children = [(GetItemSource(source, k), v) for k, v in value.items()]
+    elif type(value) is Obj:
+        children = [(AttrSource(source, k), v) for k, v in vars(value).items()]
+    for child, v in children:
+        out += _nodes(child, v, depth + 1)
+    return out
+
+
+def _candidates(source: Source, value: Any) -> list[Callable[..., Any]]:
+    """The guard kinds (create_fns) that can be built on ``value``."""
+    gb = GuardBuilder
+    out: list[Callable[..., Any]] = [gb.TYPE_MATCH, gb.ID_MATCH]
+    if value is not None:
+        out.append(gb.NOT_NONE)
+    if _is_constant(value):
+        out += [gb.CONSTANT_MATCH, gb.EQUALS_MATCH]
+    if type(value) in (list, tuple, dict, str, bytes):
+        out.append(gb.LENGTH_CHECK)
+    if type(value) in (list, tuple):
+        out.append(gb.SEQUENCE_LENGTH)
+    if type(value) is dict:
+        out.append(gb.DICT_KEYS_MATCH)
+        for k in list(value)[:2]:
+            out.append(functools.partial(gb.DICT_CONTAINS, key=k))
+        out.append(functools.partial(gb.DICT_CONTAINS, key="absent-key", invert=True))
+    return out
+
+
+def _attr_guards(source: Source, value: Any) -> list[Guard]:
+    if type(value) is not Obj:
+        return []
+    present = [AttrSource(source, k).make_guard(GuardBuilder.HASATTR) for k in vars(value)]
+    missing = [n for n in ATTR_NAMES if n not in vars(value)][:1]
+    return present + [AttrSource(source, k).make_guard(GuardBuilder.NOT_HASATTR) for k in missing]
+
+
+@st.composite
+def guard_sets(draw: st.DrawFn, frame: dict[str, Any]) -> list[Guard]:
+    """A random set of guards that all hold on ``frame``."""
+    nodes = [n for name in ARG_NAMES for n in _nodes(LocalSource(name), frame[name])]
+    guards: list[Guard] = []
+    for source, value in nodes:
+        if not draw(st.booleans()):
+            continue
+        for fn in draw(st.lists(st.sampled_from(_candidates(source, value)), max_size=3,
+                                unique_by=id)):
+            guards.append(source.make_guard(fn))
+        if draw(st.booleans()):
+            guards += _attr_guards(source, value)
+    # Relational guards: pairs holding the same object, and distinct mutable objects.
+    by_id: dict[int, list[Source]] = {}
+    for source, value in nodes:
+        by_id.setdefault(id(value), []).append(source)
+    for sources in by_id.values():
+        if len(sources) >= 2 and draw(st.booleans()):
+            dup = functools.partial(GuardBuilder.DUPLICATE_INPUT, source_b=sources[1])
+            guards.append(sources[0].make_guard(dup))
+    mutable = [s for s, v in nodes if type(v) in (list, dict, Obj)]
+    distinct = list({id(frame_value(frame, s)): s for s in mutable}.values())
+    if len(distinct) >= 2 and draw(st.booleans()):
+        picked = draw(st.lists(st.sampled_from(distinct), min_size=2, max_size=3, unique=True))
+        if len({id(frame_value(frame, s)) for s in picked}) == len(picked):
+            no_alias = functools.partial(GuardBuilder.NO_ALIASING, others=tuple(picked[1:]))
+            guards.append(picked[0].make_guard(no_alias))
+    return guards
+
+
+def frame_value(frame: dict[str, Any], source: Source) -> Any:
+    return source.get_value(frame, {})
+
+
+# ---- mutations ----------------------------------------------------------------------------
+
+_DELETE = object()
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if type(value) in (list, tuple):
+        for i, v in enumerate(value):
+            out += _paths(v, (*prefix, ("item", i)))
+    elif type(value) is dict:
+        for k, v in value.items():
+            out += _paths(v, (*prefix, ("item", k)))
+    elif type(value) is Obj:
+        for k, v in vars(value).items():
+            out += _paths(v, (*prefix, ("attr", k)))
+    return out
+
+
+def replace_at(value: Any, path: tuple[Any, ...], fn: Callable[[Any], Any]) -> Any:
+    """A copy of ``value`` along ``path`` (siblings shared) with the node there replaced by
+    ``fn(node)``; ``_DELETE`` removes it from its container."""
+    if not path:
+        return fn(value)
+    kind, key = path[0]
+    child = getattr(value, key) if kind == "attr" else value[key]
+    new = replace_at(child, path[1:], fn)
+    if type(value) is Obj:
+        attrs = dict(vars(value))
+        if new is _DELETE:
+            del attrs[key]
+        else:
+            attrs[key] = new
+        return Obj(**attrs)
+    if type(value) is dict:
+        d = dict(value)
+        if new is _DELETE:
+            del d[key]
+        else:
+            d[key] = new
+        return d
+    items = list(value)
+    if new is _DELETE:
+        del items[key]
+    else:
+        items[key] = new
+    return type(value)(items)
+
+
+def _twist(v: Any) -> Any:
+    """A value equal-ish to ``v`` of another type, or a near miss."""
+    if type(v) is bool:
+        return int(v)
+    if type(v) is int:
+        return float(v)
+    if type(v) is float:
+        return v if math.isnan(v) else v + 1.0
+    if type(v) is str:
+        return v.encode()
+    if type(v) is bytes:
+        return v + b"!"
+    if type(v) is list:
+        return tuple(v)
+    if type(v) is tuple:
+        return list(v)
+    if type(v) is dict:
+        return dict(reversed(list(v.items())))
+    if type(v) is Obj:
+        return dict(vars(v))
+    return 0
+
+
+@st.composite
+def mutations(draw: st.DrawFn, frame: dict[str, Any]) -> dict[str, Any]:
+    """``frame`` with one node changed: replaced, twisted, made hostile or deleted."""
+    name = draw(st.sampled_from(ARG_NAMES))
+    path = draw(st.sampled_from(_paths(frame[name])))
+    how = draw(st.sampled_from(["value", "twist", "hostile", "delete", "copy"]))
+    if how == "delete" and path:
+        fn: Callable[[Any], Any] = lambda v: _DELETE  # noqa: E731
+    elif how == "hostile":
+        fn = lambda v: Hostile()  # noqa: E731
+    elif how == "twist":
+        fn = _twist
+    elif how == "copy":
+        fn = lambda v: replace_at(v, (), lambda w: w) if not path else v  # noqa: E731
+    else:
+        new = draw(values)
+        fn = lambda v: new  # noqa: E731
+    return {**frame, name: replace_at(frame[name], path, fn)}
+
+
+# ---- the properties -----------------------------------------------------------------------
+
+
+def both_modes(guards: list[Guard], frame: dict[str, Any]) -> tuple[CheckFunction, CheckFunction]:
+    by_map = compile_guards(guards, f_locals=frame, name="by_map")
+    by_pos = compile_guards(guards, f_locals=frame, arg_names=ARG_NAMES, name="by_pos")
+    return by_map, by_pos
+
+
+def holds_per_reference(check: CheckFunction, frame: dict[str, Any]) -> bool:
+    """Every leaf's ``holds`` is True, reading every source directly (no shared reads)."""
+    for leaf in check.leaves:
+        try:
+            vals = [s.get_value(frame, {}) for s in leaf.sources]
+            value = tuple(vals) if leaf.kind.relational else (vals[0] if vals else None)
+            if not leaf.kind.holds(value, leaf.params):
+                return False
+        except Exception:
+            return False
+    return True
+
+
+def agree(by_map: CheckFunction, by_pos: CheckFunction, frame: dict[str, Any]) -> bool:
+    """Assert compiled (both modes) and reference agree on ``frame``; return the answer."""
+    expected = by_map.reference(frame)
+    assert by_map.fn(frame) is expected, (by_map.source, frame)
+    assert by_pos.fn(*(frame[n] for n in ARG_NAMES)) is expected, (by_pos.source, frame)
+    assert (by_map.explain(frame) == []) is expected
+    if expected:
+        assert holds_per_reference(by_map, frame), (by_map.source, frame)
+    return expected
+
+
+@SETTINGS
+@given(st.data(), values, values)
+def test_agree_on_build_frame_and_mutations(data: st.DataObject, x: Any, y: Any) -> None:
+    """Guards built on a frame accept it; on mutations of it, compiled == reference."""
+    frame = {"x": x, "y": y}
+    guards = data.draw(guard_sets(frame))
+    by_map, by_pos = both_modes(guards, frame)
+    assert agree(by_map, by_pos, frame) is True
+    for _ in range(4):
+        agree(by_map, by_pos, data.draw(mutations(frame)))
+
+
+@SETTINGS
+@given(st.data(), values, values, values, values)
+def test_agree_on_unrelated_values(data: st.DataObject, x: Any, y: Any, x2: Any, y2: Any) -> None:
+    """On values unrelated to the build frame, compiled == reference."""
+    frame = {"x": x, "y": y}
+    guards = data.draw(guard_sets(frame))
+    by_map, by_pos = both_modes(guards, frame)
+    for other in ({"x": x2, "y": y2}, {"x": x2, "y": y}, {"x": x, "y": y2}):
+        agree(by_map, by_pos, other)
+
+
+@SETTINGS
+@given(st.data(), values)
+def test_agree_on_hostile_values(data: st.DataObject, x: Any) -> None:
+    """Values whose every read raises give False in both, never an exception."""
+    frame = {"x": x, "y": x}
+    guards = data.draw(guard_sets(frame))
+    by_map, by_pos = both_modes(guards, frame)
+    for other in ({"x": Hostile(), "y": x}, {"x": x, "y": Hostile()}):
+        agree(by_map, by_pos, other)
+
+
+@SETTINGS
+@given(st.data(), values)
+def test_sound_when_compiled_says_true(data: st.DataObject, x: Any) -> None:
+    """Whenever the compiled check says True, every guard holds per the reference."""
+    frame = {"x": x, "y": [x]}
+    guards = data.draw(guard_sets(frame))
+    check = compile_guards(guards, f_locals=frame, arg_names=ARG_NAMES)
+    for _ in range(6):
+        other = data.draw(st.one_of(mutations(frame), st.builds(dict, x=values, y=values)))
+        if check.fn(other["x"], other["y"]):
+            assert holds_per_reference(check, other), (check.source, other)
+
+
+@SETTINGS
+@given(values, values)
+def test_equals_match_agrees_with_strict_equal(a: Any, b: Any) -> None:
+    """EQUALS_MATCH's compiled test is strict_equal, the reference meaning, on any pair."""
+    if not _is_constant(a):
+        return
+    check = compile_guards([LocalSource("v").make_guard(GuardBuilder.EQUALS_MATCH)],
+                           f_locals={"v": a}, arg_names=["v"])
+    assert check.fn(b) is strict_equal(b, a) is check.reference(b)
+    assert check.fn(a) is True
