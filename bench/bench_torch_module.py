@@ -13,8 +13,8 @@ float; an MLP of 10 Linear layers in a ModuleList (module + input tensor); the s
 layers. Variants:
   * ``full``: the default guards: one TENSOR_MATCH per input tensor, ``module_guards`` (its
     tensors batched in one TENSORS_MATCH), the core's NO_ALIASING, GLOBAL_STATE;
-  * ``fast``: the input tensors batched too (TENSORS_MATCH) and TORCH_GLOBAL_STATE instead of
-    GLOBAL_STATE (see [Note: Batched tensor checks], [Note: TORCH_GLOBAL_STATE]);
+  * ``fast``: the input tensors batched too (TENSORS_MATCH) and TORCH_GLOBAL_STATE (now an
+    alias of GLOBAL_STATE, see [Note: Batched tensor checks], [Note: TORCH_GLOBAL_STATE]);
   * ``args``: ``full`` without the ambient guard;
   * ``unbatched``: ``full`` with the module's tensors one TENSOR_MATCH each
     (``module_guards(batch=False)``): the pure-Python floor.

@@ -641,6 +641,40 @@ def test_register_twice_needs_replace() -> None:
         register_guard_kind(object())  # type: ignore[arg-type]
 
 
+class AliasTarget(IsMultiple):
+    name = "TEST_ALIAS_TARGET"
+
+
+def test_kind_alias() -> None:
+    """An alias makes GuardBuilder.<ALIAS> the target's create_fn (no kind of its own), follows
+    a replaced target, and keeps its name from being taken by a kind without replace=True."""
+    from jitguard._src.compiler import kinds
+
+    target = register_guard_kind(AliasTarget(), replace=True)
+    kinds.register_guard_kind_alias("TEST_ALIAS", "TEST_ALIAS_TARGET")
+    try:
+        assert GuardBuilder.TEST_ALIAS is target
+        assert "TEST_ALIAS" not in guard_kinds()
+        guard, _ = build(L("n"), functools.partial(GuardBuilder.TEST_ALIAS, of=2), {"n": 4})
+        assert guard.guard_types == ["TEST_ALIAS_TARGET"]
+        replaced = register_guard_kind(AliasTarget(), replace=True)
+        assert GuardBuilder.TEST_ALIAS is replaced is not target
+
+        class Taken(GuardKind):
+            name = "TEST_ALIAS"
+
+        with pytest.raises(GuardKindError, match="already registered"):
+            register_guard_kind(Taken())
+        with pytest.raises(GuardKindError, match="registered guard kind"):
+            kinds.register_guard_kind_alias("TEST_ALIAS_TARGET", "EQUALS_MATCH")
+        with pytest.raises(GuardKindError, match="not an identifier"):
+            kinds.register_guard_kind_alias("not-a-name", "EQUALS_MATCH")
+    finally:
+        kinds._aliases.pop("TEST_ALIAS", None)
+    with pytest.raises(AttributeError):
+        GuardBuilder.TEST_ALIAS  # noqa: B018
+
+
 def test_unregistered_create_fn_is_rejected() -> None:
     """A create_fn that installs nothing is a GuardCompileError, never a silent hole."""
 

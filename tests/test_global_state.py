@@ -1,4 +1,5 @@
-"""The global-state registry and the lazy integration loaders it triggers."""
+"""The global-state registry, its groups (fast checkers for several states, [Note:
+Global-state groups]) and the lazy integration loaders it triggers."""
 
 from __future__ import annotations
 
@@ -6,11 +7,21 @@ import dataclasses
 import sys
 import threading
 import types
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from jitguard import GlobalState, JitGuardError, global_states, register_global_state
+from jitguard import (
+    GlobalState,
+    GlobalStateGroup,
+    GlobalStateSource,
+    GuardBuilder,
+    JitGuardError,
+    compile_guards,
+    global_states,
+    register_global_state,
+)
 from jitguard._src import integrations
 from jitguard._src.global_state import GlobalStateRegistry
 
@@ -118,6 +129,210 @@ def test_concurrent_registration_keeps_every_state() -> None:
     for t in threads:
         t.join()
     assert len(reg.states()) == 400
+
+
+# ---- groups -------------------------------------------------------------------------------
+
+
+class Knobs:
+    """Plain dict-backed states and a fake group over some of them: its snapshot copies the
+    values, its checker compares them all in one call (and counts the calls)."""
+
+    def __init__(self, **values: Any) -> None:
+        self.values = dict(values)
+        self.snapshots = 0
+        self.checks = 0
+
+    def reader(self, name: str) -> Callable[[], Any]:
+        return lambda: self.values[name]
+
+    def snapshot(self, names: tuple[str, ...]) -> Callable[[], Callable[[], bool]]:
+        def take() -> Callable[[], bool]:
+            self.snapshots += 1
+            saved = {n: self.values[n] for n in names}
+
+            def unchanged() -> bool:
+                self.checks += 1
+                return all(self.values[n] == v for n, v in saved.items())
+
+            return unchanged
+
+        return take
+
+
+def knob_registry(**values: Any) -> tuple[GlobalStateRegistry, Knobs]:
+    knobs = Knobs(**values)
+    reg = GlobalStateRegistry()
+    for name in values:
+        reg.register(name, knobs.reader(name))
+    return reg, knobs
+
+
+def test_register_group_and_snapshot() -> None:
+    """A group names registered states; snapshot() reads every guarded state and takes one
+    snapshot per covering group; the states no group covers are left to read one by one."""
+    reg, knobs = knob_registry(a=1, b=2, c=3)
+    group = reg.register_group("ab", ["a", "b"], knobs.snapshot(("a", "b")))
+    assert isinstance(group, GlobalStateGroup)
+    assert group.names == ("a", "b") and group.members == (reg.get("a"), reg.get("b"))
+    assert reg.groups() == (group,) and reg.is_active(group)
+    snap = reg.snapshot()
+    assert [(s.name, v) for s, v in snap.values] == [("a", 1), ("b", 2), ("c", 3)]
+    assert [g for g, _ in snap.checks] == [group] and knobs.snapshots == 1
+    assert [(s.name, v) for s, v in snap.rest] == [("c", 3)]
+    (_, check), = snap.checks
+    assert check()
+    knobs.values["b"] = 5
+    assert not check()
+
+
+def test_register_group_validation() -> None:
+    """Members must be registered states; a group needs members, a callable snapshot and,
+    to be registered again, replace=True; unregister_group of an unknown name is a KeyError."""
+    reg, knobs = knob_registry(a=1)
+    with pytest.raises(JitGuardError, match=r"\['zz'\] are not registered"):
+        reg.register_group("g", ["a", "zz"], knobs.snapshot(("a",)))
+    with pytest.raises(JitGuardError, match="has no members"):
+        reg.register_group("g", [], knobs.snapshot(()))
+    with pytest.raises(TypeError, match="snapshot must be callable"):
+        reg.register_group("g", ["a"], None)  # type: ignore[arg-type]
+    reg.register_group("g", ["a", "a"], knobs.snapshot(("a",)))
+    assert reg.groups()[0].names == ("a",)
+    with pytest.raises(JitGuardError, match="already registered"):
+        reg.register_group("g", ["a"], knobs.snapshot(("a",)))
+    reg.register_group("g", ["a"], knobs.snapshot(("a",)), replace=True)
+    reg.unregister_group("g")
+    assert reg.groups() == ()
+    with pytest.raises(KeyError, match="no global state group named 'g'"):
+        reg.unregister_group("g")
+
+
+def test_group_needs_every_member_guarded() -> None:
+    """A group with an unguarded member covers nothing: every guarded state is read alone."""
+    reg, knobs = knob_registry(a=1)
+    reg.register("b", knobs.reader("a"), guarded=False)
+    reg.register_group("ab", ["a", "b"], knobs.snapshot(("a",)))
+    snap = reg.snapshot()
+    assert snap.checks == () and [s.name for s, _ in snap.rest] == ["a"]
+    assert knobs.snapshots == 0
+
+
+def test_replacing_or_unregistering_a_member_retires_the_group() -> None:
+    """The checker knew the members' old reads: a member registered again (replace=True) or
+    unregistered makes the group inactive, and its states are read one by one."""
+    reg, knobs = knob_registry(a=1, b=2)
+    group = reg.register_group("ab", ["a", "b"], knobs.snapshot(("a", "b")))
+    reg.register("a", lambda: 10, replace=True)
+    assert not reg.is_active(group) and reg.covering(reg.guarded()) == ()
+    snap = reg.snapshot()
+    assert snap.checks == () and [(s.name, v) for s, v in snap.rest] == [("a", 10), ("b", 2)]
+    reg.register_group("ab", ["a", "b"], knobs.snapshot(("a", "b")), replace=True)
+    assert len(reg.snapshot().checks) == 1
+    reg.unregister("b")
+    assert reg.snapshot().checks == ()
+
+
+@pytest.fixture
+def knob_group() -> Iterator[Knobs]:
+    """Two states covered by a group and one that no group covers, in the public registry."""
+    knobs = Knobs(test_gs_a=1, test_gs_b="x", test_gs_lone=0.5)
+    for name in knobs.values:
+        register_global_state(name, knobs.reader(name))
+    global_states.register_group(
+        "test_gs_group", ["test_gs_a", "test_gs_b"], knobs.snapshot(("test_gs_a", "test_gs_b"))
+    )
+    try:
+        yield knobs
+    finally:
+        global_states.unregister_group("test_gs_group")
+        for name in knobs.values:
+            global_states.unregister(name)
+
+
+def state_check() -> Any:
+    return compile_guards([GlobalStateSource().make_guard(GuardBuilder.GLOBAL_STATE)], f_locals={})
+
+
+def failure(check: Any) -> str:
+    assert check.fn({}) is False and check.reference({}) is False
+    (f,) = check.explain({})
+    assert f.kind == "GLOBAL_STATE"
+    return str(f.reason)
+
+
+def test_global_state_calls_the_group_checker(knob_group: Knobs) -> None:
+    """GLOBAL_STATE calls the group's checker instead of reading its members, and still reads
+    the state no group covers; the code lists every state."""
+    check = state_check()
+    assert knob_group.snapshots == 1
+    assert "___check_test_gs_group_" in check.source
+    assert "___read_test_gs_a_" not in check.source and "___read_test_gs_b_" not in check.source
+    assert "___read_test_gs_lone_" in check.source
+    assert "test_gs_a, test_gs_b, test_gs_lone" in check.leaves[0].guard.code_list[0]
+    before = knob_group.checks
+    assert check.fn({}) is True and check.reference({}) is True
+    assert knob_group.checks == before + 1  # the reference read the states, not the group
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "text"),
+    [
+        ("test_gs_a", 2, "test_gs_a (expected 1, got 2)"),
+        ("test_gs_b", "y", "test_gs_b (expected 'x', got 'y')"),
+        ("test_gs_lone", 0.25, "test_gs_lone (expected 0.5, got 0.25)"),
+    ],
+)
+def test_group_and_reference_agree_on_each_state(
+    knob_group: Knobs, name: str, value: Any, text: str
+) -> None:
+    """Changing any state fails the generated check (through the group or the lone read) and
+    the reference, and the reason names that state; putting it back passes both again."""
+    check = state_check()
+    old = knob_group.values[name]
+    knob_group.values[name] = value
+    assert failure(check) == f"GLOBAL_STATE changed: {text}"
+    knob_group.values[name] = old
+    assert check.fn({}) is True and check.reference({}) is True
+
+
+def test_state_registered_later_is_read_on_its_own(knob_group: Knobs) -> None:
+    """A state registered after the group is not covered by it: it is read individually."""
+    box = {"v": 1}
+    register_global_state("test_gs_later", lambda: box["v"])
+    try:
+        check = state_check()
+        assert "___check_test_gs_group_" in check.source and "___read_test_gs_later_" in check.source
+        box["v"] = 2
+        assert failure(check) == "GLOBAL_STATE changed: test_gs_later (expected 1, got 2)"
+    finally:
+        global_states.unregister("test_gs_later")
+
+
+def test_replaced_member_falls_back_to_individual_reads(knob_group: Knobs) -> None:
+    """After a member is redefined the group is retired and GLOBAL_STATE reads each state."""
+    global_states.register("test_gs_a", lambda: 7, replace=True)
+    check = state_check()
+    assert "___check_test_gs_group_" not in check.source
+    assert "___read_test_gs_a_" in check.source and "___read_test_gs_b_" in check.source
+    knob_group.values["test_gs_b"] = "z"
+    assert failure(check) == "GLOBAL_STATE changed: test_gs_b (expected 'x', got 'z')"
+
+
+def test_a_checker_that_breaks_its_contract_is_named(knob_group: Knobs) -> None:
+    """A checker that fails while every member reads the same: compile_guards refuses it (the
+    check rejects its own frame); built anyway, the reference holds, and the kind's reason
+    names the group."""
+    global_states.register_group(
+        "test_gs_group", ["test_gs_a", "test_gs_b"], lambda: (lambda: False), replace=True
+    )
+    guard = GlobalStateSource().make_guard(GuardBuilder.GLOBAL_STATE)
+    with pytest.raises(JitGuardError, match="reject the frame they were built from"):
+        compile_guards([guard], f_locals={})
+    check = compile_guards([guard], f_locals={}, check_frame=False)
+    assert check.fn({}) is False and check.reference({}) is True
+    (leaf,) = check.leaves
+    text = leaf.kind.reason("", None, leaf.params)
+    assert text == "GLOBAL_STATE changed: group test_gs_group failed with every member unchanged"
 
 
 # ---- lazy integrations -----------------------------------------------------------------

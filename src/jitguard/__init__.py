@@ -63,6 +63,7 @@ from ._src.errors import NoTracingContextError as NoTracingContextError
 from ._src.errors import SourceError as SourceError
 from ._src.errors import UnreadableSourceError as UnreadableSourceError
 from ._src.global_state import GlobalState as GlobalState
+from ._src.global_state import GlobalStateGroup as GlobalStateGroup
 from ._src.global_state import global_states as global_states
 from ._src.global_state import register_global_state as register_global_state
 from ._src.guards import ChainedSource as ChainedSource
@@ -150,6 +151,7 @@ __all__ = [
     "GlobalContextCheckpointState",
     "GlobalSource",
     "GlobalState",
+    "GlobalStateGroup",
     "GlobalStateSource",
     "Guard",
     "GuardBuilder",

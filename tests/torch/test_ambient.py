@@ -1,5 +1,5 @@
-"""TORCH_GLOBAL_STATE: torch's ambient state in one C++ check (GlobalStateGuard) plus the
-mode stack, default device and inference mode."""
+"""TORCH_GLOBAL_STATE: now an alias of GLOBAL_STATE, which checks torch's ambient state in
+one C++ call itself ([Note: TORCH_GLOBAL_STATE], [Note: The torch state group])."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import jitguard.torch as jgt  # noqa: E402
-from jitguard import GlobalStateSource, compile_guards  # noqa: E402
+from jitguard import GlobalStateSource, GuardBuilder, compile_guards, guard_kinds  # noqa: E402
+from jitguard._src.torch import ambient  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +27,7 @@ def restore() -> Iterator[None]:
         torch.set_autocast_dtype("cpu", saved[2])
 
 
-def ambient() -> Any:
+def ambient_check() -> Any:
     return compile_guards(
         [GlobalStateSource().make_guard(jgt.TORCH_GLOBAL_STATE)], f_locals={}, arg_names=[]
     )
@@ -34,33 +35,43 @@ def ambient() -> Any:
 
 def reason(check: Any) -> str:
     assert check() is False and check.reference() is False
-    return check.explain()[0].reason
+    return str(check.explain()[0].reason)
 
 
-def test_unchanged_hits() -> None:
-    """Nothing changed: a hit, in one C++ call and one Python read."""
-    c = ambient()
+def test_alias_of_global_state() -> None:
+    """The public name is GLOBAL_STATE's create_fn: one kind, one meaning."""
+    assert jgt.TORCH_GLOBAL_STATE is GuardBuilder.TORCH_GLOBAL_STATE is GuardBuilder.GLOBAL_STATE
+    assert "TORCH_GLOBAL_STATE" not in guard_kinds() and "GLOBAL_STATE" in guard_kinds()
+    c = ambient_check()
+    assert c.leaves[0].guard.guard_types == ["GLOBAL_STATE"]
+
+
+def test_unchanged_hits_in_one_call() -> None:
+    """Nothing changed: a hit, through torch's C++ GlobalStateGuard (the torch group)."""
+    assert ambient.available()
+    c = ambient_check()
     assert c() and c.reference()
-    assert "___global_state_guard" in c.source and "___ambient_extras" in c.source
+    assert "___check_torch_" in c.source
 
 
 def test_change_names_the_registry_state() -> None:
     """A grad-mode change names grad_enabled with readable values."""
-    c = ambient()
+    c = ambient_check()
     torch.set_grad_enabled(False)
-    assert reason(c) == "TORCH_GLOBAL_STATE changed: grad_enabled (expected True, got False)"
+    assert reason(c) == "GLOBAL_STATE changed: grad_enabled (expected True, got False)"
 
 
-def test_states_only_torch_checks_use_its_reason() -> None:
-    """The thread count (not a registry state) is a miss with torch's own reason."""
-    c = ambient()
-    torch.set_num_threads(torch.get_num_threads() + 1)
-    assert reason(c) == "TORCH_GLOBAL_STATE changed: num_threads"
+def test_thread_count_is_a_registry_state() -> None:
+    """The thread count (which torch's guard compares) is a state of its own now."""
+    c = ambient_check()
+    n = torch.get_num_threads()
+    torch.set_num_threads(n + 1)
+    assert reason(c) == f"GLOBAL_STATE changed: num_threads (expected {n}, got {n + 1})"
 
 
 def test_mode_stack_and_default_device_are_checked() -> None:
     """with torch.device('meta') is a miss naming the mode stack and the device."""
-    c = ambient()
+    c = ambient_check()
     with torch.device("meta"):
         text = reason(c)
     assert "torch_function_mode_stack (expected (), got (DeviceContext,))" in text
@@ -68,18 +79,19 @@ def test_mode_stack_and_default_device_are_checked() -> None:
     assert c()
 
 
-def test_autocast_enabled_is_a_miss_dtype_alone_is_not() -> None:
-    """Entering autocast is a miss; an autocast dtype change with autocast off is not."""
-    c = ambient()
+def test_autocast_enabled_and_dtype_are_misses() -> None:
+    """Entering autocast is a miss; so is an autocast dtype change with autocast off (the old
+    TORCH_GLOBAL_STATE let that one through; GLOBAL_STATE never did)."""
+    c = ambient_check()
     with torch.autocast("cpu"):
         assert "autocast_cpu_enabled (expected False, got True)" in reason(c)
     torch.set_autocast_dtype("cpu", torch.float16)
-    assert c() and c.reference()
+    assert "autocast_cpu_dtype (expected torch.bfloat16, got torch.float16)" in reason(c)
 
 
 def test_inference_mode_is_a_miss() -> None:
     """inference_mode is a miss (grad mode and inference mode both named)."""
-    c = ambient()
+    c = ambient_check()
     with torch.inference_mode():
         text = reason(c)
     assert "inference_mode (expected False, got True)" in text and "grad_enabled" in text

@@ -1,9 +1,13 @@
 """torch's global states: GLOBAL_STATE misses name the changed state with readable values,
-GlobalContext saves and restores the restorable ones."""
+GlobalContext saves and restores the restorable ones, and the "torch" group checks them all
+in one C++ call with exactly their meaning ([Note: The torch state group])."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import json
+import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,9 +21,12 @@ from jitguard import (  # noqa: E402
     GlobalContext,
     GlobalStateSource,
     GuardBuilder,
+    cache_of,
     compile_guards,
     global_states,
+    specialize,
 )
+from jitguard._src.torch import state as torch_state  # noqa: E402
 
 SPEC_SIX = {
     "grad_enabled", "autocast_enabled", "autocast_cpu_enabled", "autocast_gpu_dtype",
@@ -28,8 +35,13 @@ SPEC_SIX = {
 ADDED = {
     "deterministic_algorithms", "deterministic_algorithms_warn_only", "default_dtype",
     "inference_mode", "torch_function_enabled", "torch_function_all_disabled",
-    "torch_function_mode_stack", "default_device",
+    "torch_function_mode_stack", "default_device", "autocast_other_devices", "num_threads",
+    "allow_tf32", "allow_fp16_reduce", "allow_bf16_reduce",
 }
+
+
+_fp16 = torch._C._get_cublas_allow_fp16_reduced_precision_reduction
+_bf16 = torch._C._get_cublas_allow_bf16_reduced_precision_reduction
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +51,9 @@ def restore_torch_state() -> Iterator[None]:
         torch.is_grad_enabled(), torch.get_autocast_dtype("cpu"), torch.get_autocast_dtype("cuda"),
         torch.are_deterministic_algorithms_enabled(),
         torch.is_deterministic_algorithms_warn_only_enabled(), torch.get_default_dtype(),
-        torch.is_autocast_cache_enabled(),
+        torch.is_autocast_cache_enabled(), torch.get_num_threads(),
+        torch.get_float32_matmul_precision(), _fp16(), _bf16(),
+        {d: torch.get_autocast_dtype(d) for d in torch._C._autocast_supported_devices()},
     )
     try:
         yield
@@ -50,8 +64,13 @@ def restore_torch_state() -> Iterator[None]:
         torch.use_deterministic_algorithms(saved[3], warn_only=saved[4])
         torch.set_default_dtype(saved[5])
         torch.set_autocast_cache_enabled(saved[6])
-        torch.set_autocast_enabled("cpu", False)
-        torch.set_autocast_enabled("cuda", False)
+        torch.set_num_threads(saved[7])
+        torch.set_float32_matmul_precision(saved[8])
+        torch._C._set_cublas_allow_fp16_reduced_precision_reduction(*saved[9])
+        torch._C._set_cublas_allow_bf16_reduced_precision_reduction(*saved[10])
+        for device, dtype in saved[11].items():
+            torch.set_autocast_enabled(device, False)
+            torch.set_autocast_dtype(device, dtype)
 
 
 def state_check() -> Any:
@@ -220,3 +239,220 @@ def test_deterministic_writers_keep_each_other() -> None:
     assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
     warn.write(False)
     assert torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+
+
+# ---- the "torch" group --------------------------------------------------------------------
+
+
+def uses_group(check: Any) -> bool:
+    """The check calls the torch group's checker and reads no torch state one by one."""
+    return "___check_torch_" in check.source and not any(
+        f"___read_{name}_" in check.source for name in torch_state.STATES
+    )
+
+
+def test_group_covers_every_torch_state() -> None:
+    """The "torch" group is registered over exactly the states register_states registers,
+    all guarded, and GLOBAL_STATE uses it: one C++ call instead of 19 reads."""
+    assert torch_state.group_available()
+    (group,) = [g for g in global_states.groups() if g.name == torch_state.GROUP]
+    assert global_states.is_active(group)
+    assert group.names == torch_state.STATES
+    torch_names = [s.name for s in global_states.states() if s.name in torch_state.STATES]
+    assert torch_names == list(torch_state.STATES)
+    assert set(torch_state.STATES) == SPEC_SIX | ADDED
+    assert uses_group(state_check())
+
+
+def test_global_state_guard_fields_are_registry_states() -> None:
+    """Every field torch's GlobalStateGuard compares is mirrored by a state: the JSON has
+    exactly the fields the group was written against."""
+    from torch._C._dynamo.guards import GlobalStateGuard
+
+    fields = json.loads(GlobalStateGuard().__getstate__())
+    assert set(fields) == {
+        "grad_mode", "autocast_state", "torch_function", "torch_function_all_disabled",
+        "deterministic_algorithms", "deterministic_algorithms_warn_only", "allow_tf32",
+        "allow_fp16_reduce", "allow_bf16_reduce", "num_threads", "default_dtype",
+    }
+    assert len(fields["autocast_state"]["enabled"]) == len(torch._C._autocast_supported_devices())
+    assert global_states.get("num_threads").read() == fields["num_threads"]
+    assert global_states.get("allow_tf32").read() is fields["allow_tf32"]
+
+
+@contextlib.contextmanager
+def _setting(fn: Callable[[], Any]) -> Iterator[None]:
+    fn()
+    yield  # the autouse fixture puts the state back
+
+
+class _Mode(TorchFunctionMode):
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+# state -> a context in which that state (and only where noted, others too) differs.
+CHANGES: dict[str, Callable[[], Any]] = {
+    "grad_enabled": lambda: _setting(lambda: torch.set_grad_enabled(False)),
+    "autocast_enabled": lambda: _setting(lambda: torch.set_autocast_enabled("cuda", True)),
+    "autocast_cpu_enabled": lambda: _setting(lambda: torch.set_autocast_enabled("cpu", True)),
+    "autocast_gpu_dtype": lambda: _setting(lambda: torch.set_autocast_dtype("cuda", torch.bfloat16)),
+    "autocast_cpu_dtype": lambda: _setting(lambda: torch.set_autocast_dtype("cpu", torch.float16)),
+    "autocast_cache_enabled": lambda: _setting(lambda: torch.set_autocast_cache_enabled(False)),
+    "autocast_other_devices": lambda: _setting(lambda: torch.set_autocast_enabled("xpu", True)),
+    "deterministic_algorithms": lambda: _setting(lambda: torch.use_deterministic_algorithms(True)),
+    "deterministic_algorithms_warn_only": lambda: _setting(
+        lambda: torch.use_deterministic_algorithms(False, warn_only=True)
+    ),
+    "default_dtype": lambda: _setting(lambda: torch.set_default_dtype(torch.float64)),
+    "num_threads": lambda: _setting(lambda: torch.set_num_threads(torch.get_num_threads() + 1)),
+    "allow_tf32": lambda: _setting(lambda: torch.set_float32_matmul_precision("high")),
+    "allow_fp16_reduce": lambda: _setting(
+        lambda: torch._C._set_cublas_allow_fp16_reduced_precision_reduction(False, False)
+    ),
+    "allow_bf16_reduce": lambda: _setting(
+        lambda: torch._C._set_cublas_allow_bf16_reduced_precision_reduction(False, True)
+    ),
+    "inference_mode": torch.inference_mode,  # also grad_enabled
+    "torch_function_enabled": torch._C.DisableTorchFunctionSubclass,
+    "torch_function_all_disabled": torch._C.DisableTorchFunction,  # also torch_function_enabled
+    "torch_function_mode_stack": _Mode,
+    "default_device": lambda: torch.device("meta"),  # also torch_function_mode_stack
+}
+
+
+# The states those contexts change besides their own.
+ALSO_CHANGED = {
+    "inference_mode": ("grad_enabled",),
+    "torch_function_all_disabled": ("torch_function_enabled",),
+    "default_device": ("torch_function_mode_stack",),
+}
+
+
+def test_every_state_has_a_change_case() -> None:
+    assert set(CHANGES) == set(torch_state.STATES)
+
+
+def built_values(c: Any) -> dict[str, Any]:
+    """The value each state had when the GLOBAL_STATE guard of ``c`` was built."""
+    return {s.name: v for s, v in c.leaves[0].params.values}
+
+
+def _restore_plain_settings(c: Any) -> None:
+    """Put back what the CHANGES settings change (the context managers restore themselves)."""
+    built = built_values(c)
+    for state, value in c.leaves[0].params.values:
+        if state.write is not None and state.read() != value:
+            state.write(value)
+    torch.set_autocast_enabled("xpu", False)
+    torch.set_num_threads(built["num_threads"])
+    torch.set_float32_matmul_precision("highest")
+    torch._C._set_cublas_allow_fp16_reduced_precision_reduction(True, True)
+    torch._C._set_cublas_allow_bf16_reduced_precision_reduction(True, True)
+
+
+@pytest.mark.parametrize("name", list(CHANGES))
+def test_group_and_reference_agree_on_each_state(name: str) -> None:
+    """Changing each torch state in turn: the group's check and the reference both fail, the
+    reason names the state; once it is back both pass again."""
+    c = state_check()
+    assert uses_group(c)
+    with CHANGES[name]():
+        assert global_states.get(name).read() != built_values(c)[name]
+        named = set(re.findall(r"(\w+) \(expected ", changed(c)))
+    assert named == {name, *ALSO_CHANGED.get(name, ())}
+    _restore_plain_settings(c)
+    assert c() is True and c.reference() is True
+
+
+def test_state_equality_matches_global_state_guard() -> None:
+    """For each state GlobalStateGuard compares, torch's own guard fails too (the group's C++
+    part sees the change, not only the extra Python reads)."""
+    from torch._C._dynamo.guards import GlobalStateGuard
+
+    for name in (
+        "grad_enabled", "autocast_enabled", "autocast_cpu_enabled", "autocast_cache_enabled",
+        "autocast_other_devices", "deterministic_algorithms",
+        "deterministic_algorithms_warn_only", "default_dtype", "num_threads", "allow_tf32",
+        "allow_fp16_reduce", "allow_bf16_reduce", "torch_function_enabled",
+        "torch_function_all_disabled",
+    ):
+        g = GlobalStateGuard()
+        c = state_check()
+        with CHANGES[name]():
+            assert not g.check(), name
+        _restore_plain_settings(c)
+        assert g.check(), name
+
+
+def test_dtype_change_while_autocast_is_on() -> None:
+    """Built under CPU autocast (GlobalStateGuard compares the dtype itself then, and the group
+    skips its own read): a dtype change inside is still a miss naming autocast_cpu_dtype."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        c = state_check()
+        assert uses_group(c) and c()
+        torch.set_autocast_dtype("cpu", torch.float16)
+        assert changed(c) == (
+            "GLOBAL_STATE changed: autocast_cpu_dtype (expected torch.bfloat16, got torch.float16)"
+        )
+        torch.set_autocast_dtype("cpu", torch.bfloat16)
+        assert c()
+    assert "autocast_cpu_enabled (expected True, got False)" in changed(c)
+
+
+def test_other_device_dtype_counts_only_while_enabled() -> None:
+    """autocast_other_devices pins a device's dtype while its autocast is on (as torch does)."""
+    torch.set_autocast_enabled("xpu", True)
+    c = state_check()
+    torch.set_autocast_dtype("xpu", torch.bfloat16)
+    assert changed(c) == (
+        "GLOBAL_STATE changed: autocast_other_devices (expected (xpu: torch.float16), got "
+        "(xpu: torch.bfloat16))"
+    )
+    torch.set_autocast_enabled("xpu", False)
+    torch.set_autocast_dtype("xpu", torch.float16)
+    c = state_check()
+    torch.set_autocast_dtype("xpu", torch.bfloat16)
+    assert c() and c.reference()
+
+
+def test_group_built_under_a_mode_stack() -> None:
+    """Built with a mode on the stack: the checker compares the mode types and the default
+    device; the same types with another device is a miss naming default_device only."""
+    with torch.device("meta"):
+        c = state_check()
+        assert uses_group(c) and c()
+        torch.set_grad_enabled(False)
+        assert changed(c) == "GLOBAL_STATE changed: grad_enabled (expected True, got False)"
+        torch.set_grad_enabled(True)
+    with torch.device("cpu"):
+        assert changed(c) == "GLOBAL_STATE changed: default_device (expected meta, got cpu)"
+    assert "torch_function_mode_stack (expected (DeviceContext,), got ())" in changed(c)
+    with torch.device("meta"), _Mode():
+        assert "torch_function_mode_stack" in changed(c)
+
+
+def test_replaced_torch_state_falls_back_to_reads() -> None:
+    """Redefining a torch state retires the group: GLOBAL_STATE reads every state one by one
+    (same answers); registering the states again brings the group back."""
+    try:
+        global_states.register("num_threads", torch.get_num_threads, replace=True)
+        c = state_check()
+        assert "___check_torch_" not in c.source and "___read_grad_enabled_" in c.source
+        assert c() and c.reference()
+        torch.set_grad_enabled(False)
+        assert changed(c) == "GLOBAL_STATE changed: grad_enabled (expected True, got False)"
+    finally:
+        torch_state.register_states()
+    assert uses_group(state_check())
+
+
+def test_specialize_entry_uses_the_group() -> None:
+    """A specialized function's entry checks the ambient state through the group."""
+    sf = specialize(lambda x: x + 1)
+    x = torch.ones(2)
+    sf(x)
+    torch.set_num_threads(torch.get_num_threads() + 1)
+    sf(x)
+    assert cache_of(sf).stats().compiles == 2
+    assert "GLOBAL_STATE changed: num_threads" in cache_of(sf).reasons()[0]

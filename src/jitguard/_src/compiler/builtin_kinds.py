@@ -663,20 +663,25 @@ class NoAliasing(RelationalKind):
 
 
 class GlobalStateKind(GuardKind):
-    """Every guarded state of the global-state registry still has its build-time value."""
+    """Every guarded state of the global-state registry still has its build-time value.
+
+    The params are a ``GlobalStateSnapshot``. ``holds`` (the reference) and ``reason`` read
+    each state; the generated check calls each group's fast checker and reads only the
+    states no group covers ([Note: Global-state groups]): the same meaning, cheaper.
+    """
 
     name = "GLOBAL_STATE"
     cost = 8
     reads_value = False
 
-    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Any, ...]:
+    def expect(self, value: Any, guard: Any, **options: Any) -> Any:
         super().expect(value, guard, **options)
-        return tuple((s, s.read()) for s in global_states.guarded())
+        return global_states.snapshot()
 
-    def holds(self, value: Any, params: tuple[Any, ...]) -> bool:
+    def holds(self, value: Any, params: Any) -> bool:
         # A read that raises is a changed state (the generated code fails on it too); holding
         # instead of raising lets ``reason`` say which state could not be read.
-        for state, expected in params:
+        for state, expected in params.values:
             try:
                 if not state.read() == expected:
                     return False
@@ -684,20 +689,21 @@ class GlobalStateKind(GuardKind):
                 return False
         return True
 
-    def emit(self, var: Any, params: tuple[Any, ...], ctx: EmitContext) -> str:
-        if not params:
-            return "True"
-        return " and ".join(
+    def emit(self, var: Any, params: Any, ctx: EmitContext) -> str:
+        terms = [f"{ctx.const(check, 'check_' + group.name)}()" for group, check in params.checks]
+        terms += [
             f"{ctx.const(s.read, 'read_' + s.name)}() == {ctx.const(v, s.name)}"
-            for s, v in params
-        )
+            for s, v in params.rest
+        ]
+        return " and ".join(terms) or "True"
 
-    def code(self, name: Any, params: tuple[Any, ...]) -> str:
-        return f"GLOBAL_STATE unchanged: {', '.join(s.name for s, _ in params) or '(no states)'}"
+    def code(self, name: Any, params: Any) -> str:
+        names = ", ".join(s.name for s, _ in params.values)
+        return f"GLOBAL_STATE unchanged: {names or '(no states)'}"
 
-    def reason(self, name: Any, value: Any, params: tuple[Any, ...]) -> str:
+    def reason(self, name: Any, value: Any, params: Any) -> str:
         changed = []
-        for state, expected in params:
+        for state, expected in params.values:
             try:
                 now = state.read()
             except Exception as e:
@@ -707,6 +713,19 @@ class GlobalStateKind(GuardKind):
                 changed.append(
                     f"{state.name} (expected {state.describe(expected)}, got {state.describe(now)})"
                 )
+        if not changed:
+            # Only a group checker that breaks its contract gets here.
+            failed = []
+            for group, check in params.checks:
+                try:
+                    ok = check()
+                except Exception:
+                    ok = False
+                if not ok:
+                    failed.append(group.name)
+            changed.append(
+                f"group {', '.join(failed) or '(none)'} failed with every member unchanged"
+            )
         return "GLOBAL_STATE changed: " + ", ".join(changed)
 
 

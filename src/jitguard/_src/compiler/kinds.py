@@ -41,6 +41,7 @@ __all__ = [
     "get_guard_kind",
     "guard_kinds",
     "register_guard_kind",
+    "register_guard_kind_alias",
 ]
 
 
@@ -125,6 +126,7 @@ class RelationalKind(GuardKind):
 
 _kinds: dict[str, GuardKind] = {}
 _create_fns: dict[str, Callable[..., Any]] = {}
+_aliases: dict[str, str] = {}
 _lock = threading.Lock()
 
 
@@ -155,10 +157,11 @@ def register_guard_kind(kind: GuardKind, *, replace: bool = False) -> Callable[.
     if not isinstance(kind, GuardKind) or not kind.name.isidentifier():
         raise GuardKindError(f"{kind!r} is not a GuardKind with an identifier as name")
     with _lock:
-        if kind.name in _kinds and not replace:
+        if (kind.name in _kinds or kind.name in _aliases) and not replace:
             raise GuardKindError(
                 f"a guard kind named {kind.name} is already registered; pass replace=True"
             )
+        _aliases.pop(kind.name, None)
         _kinds[kind.name] = kind
         fn = _make_create_fn(kind)
         _create_fns[kind.name] = fn
@@ -188,16 +191,28 @@ def guard_kinds() -> dict[str, GuardKind]:
     return dict(_kinds)
 
 
+def register_guard_kind_alias(alias: str, name: str) -> None:
+    """Make ``GuardBuilder.<alias>`` the create_fn of the kind named ``name``, so a retired
+    kind's name keeps working. An alias is no kind of its own: its guards are ``name``
+    guards (``guard_types``, failure reasons), and it follows ``name`` if that is replaced."""
+    if not alias.isidentifier():
+        raise GuardKindError(f"guard kind alias {alias!r} is not an identifier")
+    with _lock:
+        if alias in _kinds:
+            raise GuardKindError(f"{alias} is a registered guard kind; it cannot be an alias")
+        _aliases[alias] = name
+
+
 def create_fn_for(name: str) -> Callable[..., Any]:
     try:
-        return _create_fns[name]
+        return _create_fns[_aliases.get(name, name)]
     except KeyError:
         pass
     # The kind may belong to an integration not loaded yet (GuardBuilder.TENSOR_MATCH once
     # torch is imported): see [Note: Lazy integrations].
     ensure_loaded()
     try:
-        return _create_fns[name]
+        return _create_fns[_aliases.get(name, name)]
     except KeyError:
         raise AttributeError(
             f"no guard kind named {name!r}; registered: {sorted(_create_fns)}"

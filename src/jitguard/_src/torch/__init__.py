@@ -6,12 +6,13 @@ May import: anything in jitguard._src, and torch.
 imported (see [Note: Lazy integrations]), or when ``jitguard.torch`` is imported. It plugs
 torch into jitguard's registries:
   * global states (``state``): grad mode, autocast, determinism, default dtype/device,
-    inference mode, the torch-function mode stack;
+    inference mode, the torch-function mode stack, thread count, matmul precision flags,
+    and the "torch" group that checks them all in one C++ call;
   * guard kinds: TENSOR_MATCH (``tensor_match``), TENSORS_MATCH (``batched``: many tensors
     in one call of torch's C++ checker), NO_TENSOR_ALIASING and STORAGE_OVERLAP
     (``aliasing``, with the ``StorageOverlap`` environment handler), NN_MODULE_STATE and
-    NN_MODULE_GLOBAL_HOOKS (``module_kinds``), TORCH_GLOBAL_STATE (``ambient``: torch's ambient
-    state in one C++ check), so ``GuardBuilder.TENSOR_MATCH`` and the rest exist;
+    NN_MODULE_GLOBAL_HOOKS (``module_kinds``), so ``GuardBuilder.TENSOR_MATCH`` and the rest
+    exist, and TORCH_GLOBAL_STATE as an alias of GLOBAL_STATE (``ambient``);
   * EQUALS_MATCH constants: ``torch.dtype``, ``torch.device``, ``torch.Size``,
     ``torch.layout``, ``torch.memory_format``;
   * the sympy functions of torch's shape guards (``symbolic``);
@@ -61,9 +62,9 @@ def install() -> None:
             aliasing.STORAGE_OVERLAP,
             module_kinds.ModuleState(),
             module_kinds.ModuleGlobalHooks(),
-            ambient.TorchGlobalState(),
         ):
             kinds.register_guard_kind(kind, replace=True)
+        ambient.register_alias()
         _builder.register_env_expr_handler(StorageOverlap, aliasing.storage_overlap_handler)
         for tp in (torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format):
             builtin_kinds.register_constant_type(tp)

@@ -72,7 +72,6 @@ def register_rules() -> None:
     register_specificity("TENSORS_MATCH", tensors_weight)
     register_specificity("NN_MODULE_STATE", 4)
     register_specificity("NN_MODULE_GLOBAL_HOOKS", 0)
-    register_specificity("TORCH_GLOBAL_STATE", 0)
     register_arg_rule(torch.Tensor, tensor_rule, replace=True)
     for tp in (torch.dtype, torch.device, torch.layout, torch.memory_format):
         register_arg_rule(tp, constant_rule, replace=True)
