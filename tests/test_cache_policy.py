@@ -93,8 +93,12 @@ def test_dict_with_unnamable_key_is_an_object() -> None:
 
 
 def test_functions_classes_modules() -> None:
-    """Functions by code and closure; classes, modules and builtins by identity."""
-    assert guards_of(lambda: 0) == [("L['x']", "FUNCTION_MATCH")]
+    """Functions by code, closure, globals and defaults; classes, modules and builtins by
+    identity."""
+    assert guards_of(lambda: 0) == [
+        ("L['x']", "FUNCTION_MATCH"), ("L['x'].__globals__", "ID_MATCH"),
+        ("L['x'].__defaults__", "CONSTANT_MATCH"), ("L['x'].__kwdefaults__", "CONSTANT_MATCH"),
+    ]
     assert guards_of(Point) == [("L['x']", "ID_MATCH")]
     assert guards_of(math) == [("L['x']", "ID_MATCH")]
     assert guards_of(len) == [("L['x']", "ID_MATCH")]

@@ -13,6 +13,17 @@ See [Note: The call path] (steps 1-3) in ``specialize``.
 # guards them by type (``request.dynamic`` / ``request.dynamic_sources`` tell the
 # compiler), and the old entry, more specific, keeps its own value. Declared ``static``
 # parameters never become dynamic; ``automatic_dynamic=False`` turns this off.
+#
+# [Note: Arguments changed by the compiler]
+# The argument rules run before the compiler and decide which parts to guard (the items of
+# a list of 2); ``compile_guards`` runs after it and reads what each guard expects from
+# the values as they are then. A compiler that mutates the arguments (one that runs ``fn``
+# on them, and ``fn`` appends to a list) would make an entry that expects the new state
+# (a list of 3, its third item unguarded) for an artifact made for the old one. So after
+# the compiler the arguments are visited again, guards discarded: if any visited source
+# now holds another object, or the parts differ, the compile is ``mutated``: no guards are
+# built (they might not even build: a popped item), its artifact serves this call, and no
+# entry is kept (the compile still counts towards the limit).
 """
 
 from __future__ import annotations
@@ -52,14 +63,17 @@ class Compiled:
     """The outcome of a compile: the artifact, its check, the request it answered, and the
     dynamic/static markings in force at the end (restarts may have added some)."""
 
-    def __init__(self, artifact: Callable[..., Any], check: CheckFunction,
+    def __init__(self, artifact: Callable[..., Any], check: Optional[CheckFunction],
                  request: CompileRequest, dynamic: frozenset[Source],
-                 static: frozenset[Source]) -> None:
+                 static: frozenset[Source], mutated: bool = False) -> None:
         self.artifact = artifact
         self.check = check
         self.request = request
         self.dynamic = dynamic
         self.static = static
+        # The compiler changed the arguments ([Note: Arguments changed by the compiler]);
+        # ``check`` is then None (no guards are built).
+        self.mutated = mutated
 
 
 class CompileJob:
@@ -93,7 +107,7 @@ class CompileJob:
                 tc = TracingContext(None)
                 try:
                     with tracing(tc), TracingContext.current_frame(self.frame):
-                        artifact, request = self._attempt(
+                        artifact, request, mutated = self._attempt(
                             tc, compile_id, values, dynamic, static, recompile
                         )
                     break
@@ -107,6 +121,8 @@ class CompileJob:
                     ctx.attempt += 1
                     static = static | frozenset(restart.static)
                     dynamic = (dynamic | frozenset(restart.dynamic)) - static
+            if mutated:  # no entry: its guards would describe the changed arguments
+                return Compiled(artifact, None, request, dynamic, static, mutated)
             gc = tc.guards_context
             check = compile_guards(
                 list(gc.dynamo_guards),
@@ -118,25 +134,28 @@ class CompileJob:
                 arg_names=params,
                 name=f"{getattr(self.fn, '__qualname__', 'fn')} {compile_id}",
             )
-        return Compiled(artifact, check, request, dynamic, static)
+        return Compiled(artifact, check, request, dynamic, static, mutated)
 
     def _attempt(
         self, tc: TracingContext, compile_id: CompileId, values: tuple[Any, ...],
         dynamic: frozenset[Source], static: frozenset[Source], recompile: bool,
-    ) -> tuple[Callable[..., Any], CompileRequest]:
+    ) -> tuple[Callable[..., Any], CompileRequest, bool]:
         def add(guard: Any) -> None:
             tc.guards_context.dynamo_guards.add(guard, skip=1)
 
-        argctx = ArgContext(
-            self.policy, add,
-            is_dynamic=lambda s: covered(s, dynamic),
-            is_static=lambda s: covered(s, static),
-            fresh=self.signature.fresh(),
-        )
-        for name, value in zip(self.signature.params, values, strict=True):
-            argctx.visit(LocalSource(name, is_input=True), value)
-        if self.global_state and global_states.guarded():
-            add(GlobalStateSource().make_guard(GuardBuilder.GLOBAL_STATE))
+        def visit_arguments(add: Callable[[Any], None]) -> ArgContext:
+            ctx = ArgContext(
+                self.policy, add,
+                is_dynamic=lambda s: covered(s, dynamic),
+                is_static=lambda s: covered(s, static),
+                fresh=self.signature.fresh(),
+            )
+            for name, value in zip(self.signature.params, values, strict=True):
+                ctx.visit(LocalSource(name, is_input=True), value)
+            return ctx
+
+        argctx = visit_arguments(add)
+        before = argctx.identities()  # the compiler may visit more (globals it read)
         request = CompileRequest(
             fn=self.fn, signature=self.signature, values=values, compile_id=compile_id,
             tracing_context=tc, arg_context=argctx, static=static, recompile=recompile,
@@ -147,9 +166,14 @@ class CompileJob:
             raise TypeError(
                 f"the compiler of {self.where} returned {artifact!r}, not a callable artifact"
             )
+        # After the compiler: a state registered while it ran (an integration loaded by an
+        # import in the traced code) is guarded too.
+        if self.global_state and global_states.guarded():
+            add(GlobalStateSource().make_guard(GuardBuilder.GLOBAL_STATE))
         for guard in argctx.aliasing_guards(request.aliasing_allowed):
             add(guard)
-        return artifact, request
+        again = visit_arguments(lambda guard: None)
+        return artifact, request, again.identities() != before
 
 
 def int_value_sources(

@@ -13,7 +13,11 @@ May import: guards, ids, sources, compiler.*, cache.signature.
 # "type_len", "type_keys", from the built-in kind classes only) the dispatcher computes the
 # fact inline, exactly as their ``fact_of`` does ([Note: Key layout]), and the leaf is
 # *implied* by an equal fact: the key lookup alone decides it, and it is left out of the
-# entry's residual check for that snapshot. Facts of other kinds are computed by calling their ``fact_of``
+# entry's residual check for that snapshot. Two exceptions stay in the residual (a key
+# match is dict equality, looser than these guards): a "value" fact of a float or complex
+# zero (``0.0`` and ``-0.0`` are one key) and every "type_keys" fact (the call's keys are
+# compared with ``==`` whatever their type). A "value" fact whose type is not a builtin
+# scalar type itself is not used. Facts of other kinds are computed by calling their ``fact_of``
 # and only narrow the candidates; their leaves always stay in the check.
 # An entry with two different expectations for one Dim can never hold; the Dim is dropped
 # for it (so it is checked in full, and fails).
@@ -122,6 +126,34 @@ _BUILTIN_FACTS: dict[str, tuple[tuple[type, ...], Callable[[Any], tuple[Any, ...
 }
 
 
+_VALUE_TYPES = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _has_zero(value: Any) -> bool:
+    """A float or complex zero (0.0 and -0.0 are one dict key), also inside a tuple."""
+    tp = type(value)
+    if tp is float:
+        return value == 0.0
+    if tp is complex:
+        return value.real == 0.0 or value.imag == 0.0
+    if tp is tuple:
+        return any(_has_zero(v) for v in value)
+    return False
+
+
+def _exact_fact(name: str, components: tuple[Any, ...]) -> bool:
+    """Whether a key match on this built-in fact proves its leaf. A dict key match is
+    ``hash`` and ``==``: for "value" that is the guard itself (the type is part of the key)
+    except for signed zeros; "type_keys" compares the call's keys, whatever their types,
+    with ``==`` (a str subclass, ``True`` for ``1``), so its leaf stays in the residual and
+    the guard decides."""
+    if name == "type_keys":
+        return False
+    if name == "value":
+        return not _has_zero(components[1])
+    return True
+
+
 def _leaf_fact(
     leaf: Leaf, positions: dict[str, int]
 ) -> Optional[tuple[Dim, tuple[Any, ...], bool]]:
@@ -141,7 +173,9 @@ def _leaf_fact(
     builtin = _BUILTIN_FACTS.get(name)
     if builtin is not None and type(leaf.kind) in builtin[0]:
         components = builtin[1](expected)
-        exact = True
+        if name == "value" and not any(components[0] is t for t in _VALUE_TYPES):
+            return None  # the dispatcher hashes a "value" part: builtin scalars only
+        exact = _exact_fact(name, components)
         dim = Dim(pos, source.local_name, name)
     else:
         components, exact = (expected,), False

@@ -12,7 +12,11 @@ May import: cache.signature, cache.entry.
 #     only the rest (the value itself, the length, the keys). A call that fails a
 #     precondition has no key: no keyed entry can hold;
 #   * otherwise the type is part of the key as ``id(type(v))``; type objects themselves
-#     are never compared with ``==`` or hashed, so no metaclass can fake a match;
+#     are never compared with ``==`` or hashed, so no metaclass can fake a match; a part
+#     that runs the value's own code has a precondition on the type's id (a "value" part
+#     ``v`` is hashed only for builtin scalars, a "type_len" part ``len(v)`` computed only
+#     for the keyed entries' types): the dispatcher must not call a ``__hash__`` or
+#     ``__len__`` that no guard would call;
 #   * a key of one part is that part (``I[n]``), else a tuple, except in the exact variant,
 #     where the index is nested one dict per part (``I[a][b]``: no tuple is built or
 #     hashed on a hit);
@@ -52,6 +56,7 @@ LINEAR = _Sentinel("LINEAR")
 NOKEY = _Sentinel("NOKEY")
 
 _TYPED = ("value", "type", "type_len", "type_keys")
+_SCALAR_TYPE_IDS = frozenset(id(t) for t in (int, float, complex, str, bytes, bool, type(None)))
 
 
 class Layout(NamedTuple):
@@ -63,6 +68,9 @@ class Layout(NamedTuple):
     dims: tuple[Dim, ...]
     hoisted: tuple[Optional[tuple[str, Any]], ...]
     exact: bool
+    # Per dim, the ids of the types the keyed entries expect (a frozenset): the gate of a
+    # "type_len" part ([Note: Key layout]); None in a layout made without them.
+    types: Optional[tuple[frozenset[int], ...]] = None
 
 
 def compute_layout(entries: Sequence[CacheEntry], dims: tuple[Dim, ...]) -> Layout:
@@ -80,15 +88,19 @@ def compute_layout(entries: Sequence[CacheEntry], dims: tuple[Dim, ...]) -> Layo
         keyed.append(entry)
         heads.setdefault(key, entry)
     hoisted: list[Optional[tuple[str, Any]]] = []
+    types: list[frozenset[int]] = []
     for dim in dims:
-        firsts = {e.facts[dim][0] for e in keyed} if dim.kind is None and dim.fact in _TYPED else set()
+        typed = dim.kind is None and dim.fact in _TYPED
+        firsts = {e.facts[dim][0] for e in keyed} if typed else set()
+        # "value" facts hold the type itself (a builtin scalar type), the others its id.
+        types.append(frozenset(id(f) if dim.fact == "value" else f for f in firsts))
         if len(firsts) != 1:
             hoisted.append(None)
             continue
         (first,) = firsts
         hoisted.append(("is", first) if dim.fact == "value" else ("id", first))
     exact = not linear and all(e.exact_under(dims) for e in heads.values())
-    return Layout(dims, tuple(hoisted), exact)
+    return Layout(dims, tuple(hoisted), exact, tuple(types))
 
 
 class KeyCode:
@@ -146,12 +158,24 @@ def _key_code(
     t, i, n = f"{p}type", f"{p}id", f"{p}len"
     for k, (dim, hoisted) in enumerate(zip(layout.dims, layout.hoisted, strict=True)):
         v = dim.param
+        # A part that would run code of the value's type has a precondition on the type's
+        # id: the ``hash`` of a "value" part only for builtin scalars, the ``len`` of a
+        # "type_len" part only for the types the keyed entries have. A guard runs that
+        # code only after its type test, and so must the dispatcher: never a user type's
+        # ``__hash__``/``__len__`` (no keyed entry can hold for another type anyway).
         if hoisted is not None:
             name = f"{p}T{g}_{k}"
             ns[name] = hoisted[1]
             pre.append(f"{t}({v}) is {name}" if hoisted[0] == "is" else f"{i}({t}({v})) == {name}")
         elif dim.kind is None and dim.fact in _TYPED:
             parts.append(f"{i}({t}({v}))")
+            gate = _SCALAR_TYPE_IDS if dim.fact == "value" else None
+            if dim.fact == "type_len" and layout.types is not None:
+                gate = layout.types[k]
+            if gate is not None:
+                tname = f"{p}TS{g}_{k}"
+                ns[tname] = gate
+                pre.append(f"{i}({t}({v})) in {tname}")
         if dim.kind is not None:
             fname = f"{p}fact{g}_{k}"
             kind, fact = dim.kind, dim.fact
@@ -189,7 +213,7 @@ class Dispatcher:
         self.ns.update(
             {f"{p}miss": miss, f"{p}type": type, f"{p}id": id, f"{p}len": len,
              f"{p}tuple": tuple, f"{p}dict": dict, f"{p}hash": hash, f"{p}LINEAR": LINEAR,
-             f"{p}NOKEY": NOKEY}
+             f"{p}NOKEY": NOKEY, f"{p}Exception": Exception}
         )
         self._generations = itertools.count()
         self._current: Optional[KeyCode] = None
@@ -212,6 +236,8 @@ class Dispatcher:
         nested = layout.exact and len(parts) > 1
         index = f"{p}index{g}"
         s, r, values = f"{p}s", f"{p}r", sig.values
+        # Every name the code reads is prefixed: a parameter may be called ``Exception``.
+        exc = f"{p}Exception"
         hit = f"        {s}.hits += 1\n        return {s}.artifact({sig.call})\n"
         miss = f"return {p}miss({values})"
         if not layout.dims:
@@ -219,13 +245,13 @@ class Dispatcher:
         elif layout.exact:
             # Nested dicts (``I[a][b]``) build no tuple and hash no tuple: faster per part.
             lookup = "".join(f"[{part}]" for part in parts) if nested else f"[{key}]"
-            body = f"    try:\n        {s} = {index}{lookup}\n    except Exception:\n        {miss}\n"
+            body = f"    try:\n        {s} = {index}{lookup}\n    except {exc}:\n        {miss}\n"
         else:
             # ``get``, not ``[]``: here a key miss is an ordinary hit on the first linear
             # entry, and raising KeyError would cost more than the rest of the call.
             body = (
                 f"    try:\n        {s} = {index}.get({key}) or {index}[{p}LINEAR]\n"
-                f"    except Exception:\n        {s} = {index}[{p}LINEAR]\n"
+                f"    except {exc}:\n        {s} = {index}[{p}LINEAR]\n"
             )
         if pre:
             cond = " and ".join(pre)
@@ -249,7 +275,7 @@ class Dispatcher:
             f"def {p}fn{g}({sig.header}):\n{body}{tail}"
             f"def {p}key{g}({values}):\n"
             f"    try:\n{key_body}"
-            f"    except Exception:\n"
+            f"    except {exc}:\n"
             f"        return {p}NOKEY\n"
         )
         filename = register_source(text, f"dispatch {self.name}")

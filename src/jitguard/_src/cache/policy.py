@@ -15,10 +15,18 @@ May import: errors, guards, sources, contexts, compiler.*.
 #   * tuple, list (and named tuples): SEQUENCE_LENGTH (exact type and length) and each item;
 #   * dict, OrderedDict: DICT_KEYS_MATCH (exact type, keys in order, compared with ``==``)
 #     and each value; a dict with a key that has no literal form is treated as an object;
-#   * functions: FUNCTION_MATCH (code object and closure contents); bound methods: their
-#     type, ``__func__`` and ``__self__``; classes, modules, builtins: by identity;
-#     frozenset, range, slice of constants: by value;
+#   * functions: FUNCTION_MATCH (code object and closure contents), their ``__globals__``
+#     by identity and their ``__defaults__``/``__kwdefaults__`` by their own rules (two
+#     functions of one code object differ in these: ``lambda x, k=i: ...`` in a loop);
+#     bound methods: their type, ``__func__`` and ``__self__``; classes, modules,
+#     builtins: by identity; frozenset, range, slice of constants: by value;
 #   * anything else: its exact type and its identity (TYPE_MATCH + ID_MATCH).
+# Rules are chosen, and named tuples recognized, from the value's real type (``type(v)``
+# and its real MRO, compared by identity): never through ``isinstance`` (which asks
+# ``v.__class__``, a property that may lie or raise), a metaclass's ``__eq__``/``__hash__``
+# or ``__getattr__``. A tuple subclass is a named tuple only if it has ``_fields`` and
+# keeps tuple's own ``__len__``/``__getitem__``/``__iter__`` (the items guarded are then
+# the items there are).
 # A container met again inside itself is guarded by type and tied to its outer occurrence
 # by the aliasing guards; past ``max_depth`` levels values are guarded as objects.
 #
@@ -37,6 +45,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import math
 import threading
 import types
 from collections.abc import Callable, Iterable
@@ -58,23 +67,58 @@ __all__ = [
 
 ArgRule = Callable[["ArgContext", Source, Any], None]
 
+_MISSING: Any = object()
 _SCALARS = (int, float, complex, str, bytes)
+_SCALAR_IDS = frozenset(id(t) for t in _SCALARS)
+_CONSTANT_IDS = frozenset(id(t) for t in (*_SCALARS, bool, type(None)))
+# Functions are not here: their attributes, defaults and ``__dict__`` can be mutated.
 _IMMUTABLE = (
     int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range, slice, type,
-    types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType,
+    types.BuiltinFunctionType, types.MethodType, types.ModuleType,
     types.CodeType, type(Ellipsis), type(NotImplemented), enum.Enum,
 )
+# The real MRO and class dicts of a type, read past any metaclass attribute hook.
+_mro_of = type.__dict__["__mro__"].__get__
+_dict_of = type.__dict__["__dict__"].__get__
+_TUPLE_SLOTS = {name: tuple.__dict__[name] for name in ("__len__", "__getitem__", "__iter__")}
+
+
+def real_mro(tp: type) -> tuple[type, ...]:
+    """``tp.__mro__`` as the interpreter sees it (no metaclass ``__getattribute__``)."""
+    return _mro_of(tp)
+
+
+def _static_lookup(tp: type, name: str) -> Any:
+    """The class attribute ``name`` of ``tp`` found along its real MRO, or ``_MISSING``."""
+    for klass in real_mro(tp):
+        found = _dict_of(klass).get(name, _MISSING)
+        if found is not _MISSING:
+            return found
+    return _MISSING
 
 
 def is_immutable(value: Any) -> bool:
-    """True for values whose identity an artifact cannot observe through mutation."""
-    return isinstance(value, _IMMUTABLE)
+    """True for values whose identity an artifact cannot observe through mutation. Decided
+    by the real type: ``isinstance`` would ask ``value.__class__``, which may lie or raise."""
+    return issubclass(type(value), _IMMUTABLE)
+
+
+def is_named_tuple(value: Any) -> bool:
+    """A tuple subclass with ``_fields`` that reads its items as a tuple does (so that
+    SEQUENCE_LENGTH and the item guards see the items an attribute read sees)."""
+    tp = type(value)
+    if tp is tuple or not issubclass(tp, tuple):
+        return False
+    if _static_lookup(tp, "_fields") is _MISSING:
+        return False
+    return all(_static_lookup(tp, name) is slot for name, slot in _TUPLE_SLOTS.items())
 
 
 class _Registered:
-    __slots__ = ("rule", "subclasses")
+    __slots__ = ("rule", "subclasses", "tp")
 
-    def __init__(self, rule: ArgRule, subclasses: bool) -> None:
+    def __init__(self, tp: type, rule: ArgRule, subclasses: bool) -> None:
+        self.tp = tp  # holds the type, so that its id stays unique
         self.rule = rule
         self.subclasses = subclasses
 
@@ -90,7 +134,9 @@ class ArgPolicy:
 
     def __init__(self, base: Optional[ArgPolicy] = _DEFAULT) -> None:
         self.base: Optional[ArgPolicy] = default_policy if base is _DEFAULT else base
-        self._rules: dict[type, _Registered] = {}
+        # Keyed by id(type): a lookup must not hash or compare types (a metaclass's
+        # __hash__/__eq__ could make a class look like int and get int's rule).
+        self._rules: dict[int, _Registered] = {}
         self._lock = threading.Lock()
 
     def register(
@@ -101,30 +147,30 @@ class ArgPolicy:
         if not isinstance(tp, type) or not callable(rule):
             raise TypeError(f"register needs a type and a callable rule, got {tp!r}, {rule!r}")
         with self._lock:
-            if tp in self._rules and not replace:
+            if id(tp) in self._rules and not replace:
                 raise ValueError(
                     f"an argument rule for {tp.__qualname__} is already registered; pass "
                     f"replace=True to redefine it"
                 )
-            self._rules[tp] = _Registered(rule, subclasses)
+            self._rules[id(tp)] = _Registered(tp, rule, subclasses)
 
     def unregister(self, tp: type) -> None:
         with self._lock:
-            if self._rules.pop(tp, None) is None:
+            if self._rules.pop(id(tp), None) is None:
                 raise KeyError(f"no argument rule registered for {tp!r} in this policy")
 
     def _find(self, klass: type, exact: bool) -> Optional[ArgRule]:
         policy: Optional[ArgPolicy] = self
         while policy is not None:
-            found = policy._rules.get(klass)
-            if found is not None and (exact or found.subclasses):
+            found = policy._rules.get(id(klass))
+            if found is not None and found.tp is klass and (exact or found.subclasses):
                 return found.rule
             policy = policy.base
         return None
 
     def rule_for(self, tp: type) -> ArgRule:
-        """The rule for values of type ``tp``: the first registered along its MRO."""
-        for klass in tp.__mro__:
+        """The rule for values of type ``tp``: the first registered along its real MRO."""
+        for klass in real_mro(tp):
             rule = self._find(klass, klass is tp)
             if rule is not None:
                 return rule
@@ -221,6 +267,11 @@ class ArgContext:
         self.guard(source, GuardBuilder.ID_MATCH)
 
     # ---- for the cache ----
+    def identities(self) -> list[tuple[Source, int]]:
+        """Every visit so far as (source, id of the value): two visits of unchanged
+        arguments give the same list (see [Note: Arguments changed by the compiler])."""
+        return [(source, id(value)) for source, value in self._visited]
+
     def aliasing_guards(self, allowed: Iterable[Source] = ()) -> list[Guard]:
         """The guards of [Note: Aliasing guards] for everything visited so far."""
         skip = self._pinned | self._loose | self._fresh | set(allowed)
@@ -262,7 +313,7 @@ def root_name(source: Source) -> Optional[str]:
 
 def object_rule(ctx: ArgContext, source: Source, value: Any) -> None:
     """Anything without a rule: a named tuple as a sequence, else type and identity."""
-    if isinstance(value, tuple) and hasattr(type(value), "_fields"):
+    if is_named_tuple(value):
         sequence_rule(ctx, source, value)
         return
     ctx.as_object(source, value)
@@ -270,7 +321,7 @@ def object_rule(ctx: ArgContext, source: Source, value: Any) -> None:
 
 def scalar_rule(ctx: ArgContext, source: Source, value: Any) -> None:
     """By value; a dynamic scalar by exact type."""
-    if ctx.is_dynamic(source) and type(value) in _SCALARS:
+    if ctx.is_dynamic(source) and id(type(value)) in _SCALAR_IDS:
         ctx.by_type(source, value)
     else:
         ctx.by_value(source, value)
@@ -283,8 +334,23 @@ def sequence_rule(ctx: ArgContext, source: Source, value: Any) -> None:
         ctx.visit(GetItemSource(source, i), item)
 
 
+def _literal_key(key: Any) -> bool:
+    """A dict key a source can name, decided by exact type identity (a metaclass ``__eq__``
+    must not pass a key off as an int)."""
+    tp = type(key)
+    if tp is tuple:
+        return all(_literal_key(k) for k in key)
+    if tp is float:
+        return math.isfinite(key)
+    return tp is int or tp is str or tp is bytes or tp is bool or key is None
+
+
 def mapping_rule(ctx: ArgContext, source: Source, value: Any) -> None:
     """Exact type, keys in order and every value."""
+    keys = list(dict.keys(value))
+    if not all(_literal_key(k) for k in keys):
+        ctx.as_object(source, value)
+        return
     try:
         items = [(GetItemSource(source, k), v) for k, v in dict.items(value)]
     except SourceError:  # a key with no literal form cannot be named by a source
@@ -296,8 +362,11 @@ def mapping_rule(ctx: ArgContext, source: Source, value: Any) -> None:
 
 
 def function_rule(ctx: ArgContext, source: Source, value: Any) -> None:
-    """Code object and closure contents."""
+    """Code object and closure contents; the globals it runs in; its defaults."""
     ctx.guard(source, GuardBuilder.FUNCTION_MATCH)
+    ctx.by_identity(AttrSource(source, "__globals__"), value.__globals__)
+    ctx.visit(AttrSource(source, "__defaults__"), value.__defaults__)
+    ctx.visit(AttrSource(source, "__kwdefaults__"), value.__kwdefaults__)
 
 
 def method_rule(ctx: ArgContext, source: Source, value: Any) -> None:
@@ -312,9 +381,10 @@ def identity_rule(ctx: ArgContext, source: Source, value: Any) -> None:
 
 
 def _constant(value: Any) -> bool:
-    if isinstance(value, frozenset):
+    """A scalar or a frozenset of constants, by exact type identity."""
+    if type(value) is frozenset:
         return all(_constant(v) for v in value)
-    return type(value) in (*_SCALARS, bool, type(None))
+    return id(type(value)) in _CONSTANT_IDS
 
 
 def frozenset_rule(ctx: ArgContext, source: Source, value: Any) -> None:
@@ -326,6 +396,15 @@ def frozenset_rule(ctx: ArgContext, source: Source, value: Any) -> None:
 
 def constant_rule(ctx: ArgContext, source: Source, value: Any) -> None:
     ctx.by_value(source, value)
+
+
+def slice_rule(ctx: ArgContext, source: Source, value: Any) -> None:
+    """By value when its bounds are constants (``slice(0, 2)``); otherwise (``slice(a, b)``
+    of dates, of objects) as an object: EQUALS_MATCH holds constants only."""
+    if all(_constant(v) for v in (value.start, value.stop, value.step)):
+        ctx.by_value(source, value)
+    else:
+        ctx.as_object(source, value)
 
 
 default_policy = ArgPolicy(base=None)
@@ -341,8 +420,8 @@ default_policy.register(types.MethodType, method_rule, subclasses=False)
 for _tp in (type, types.ModuleType, types.BuiltinFunctionType):
     default_policy.register(_tp, identity_rule)
 default_policy.register(frozenset, frozenset_rule, subclasses=False)
-for _tp in (range, slice):
-    default_policy.register(_tp, constant_rule, subclasses=False)
+default_policy.register(range, constant_rule, subclasses=False)
+default_policy.register(slice, slice_rule, subclasses=False)
 del _tp
 
 

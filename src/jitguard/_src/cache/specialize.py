@@ -15,10 +15,12 @@ May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` mo
 #   1. a ``CompileId`` (``<frame id>/<compile count>``; the frame id is taken at the
 #      function's first compile), ``compile_context(CompileContext(id))``;
 #   2. per attempt: ``tracing(TracingContext(None))`` with ``fn``'s frame as the user
-#      frame, the default guards of the arguments ([Note: Argument rules]) and, when any
-#      guarded global state is registered, GLOBAL_STATE; then ``compiler(request)``; then
-#      the aliasing guards ([Note: Aliasing guards]). ``RestartCompile`` starts the next
-#      attempt ([Note: The compiler contract]);
+#      frame, the default guards of the arguments ([Note: Argument rules]); then
+#      ``compiler(request)``; then, when any guarded global state is registered (by now:
+#      the compile may have loaded an integration), GLOBAL_STATE, the aliasing guards
+#      ([Note: Aliasing guards]) and the check that the compiler left the arguments as
+#      they were ([Note: Arguments changed by the compiler]: else no entry is kept).
+#      ``RestartCompile`` starts the next attempt ([Note: The compiler contract]);
 #   3. ``compile_guards`` over the tracing context's guards, environment expressions and
 #      the request's shape guards, in positional mode; a new ``CacheEntry``; a new
 #      snapshot, published.
@@ -241,6 +243,19 @@ class FunctionCache:
             raise
         finally:
             compiling.discard(id(self))
+        if done.mutated:
+            # [Note: Arguments changed by the compiler]: the artifact serves this call only.
+            self._compiles += 1
+            self._counters.bump("compiles")
+            self._auto = done.dynamic - self._dynamic
+            self._static = done.static
+            log.warning(
+                "%s: the compiler of %s changed its arguments (a visited part now holds "
+                "another object); its artifact serves this call, no entry is kept",
+                self.where, compile_id,
+            )
+            return done.artifact
+        assert done.check is not None
         entry = CacheEntry(
             compile_id=compile_id, artifact=done.artifact, check=done.check,
             params=self.signature.params, dynamic=done.request.dynamic_sources,
