@@ -123,8 +123,6 @@ def test_nan_values_share_an_entry_and_stay_apart_from_numbers() -> None:
     assert len(memo.compiles) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="compiler: EQUALS_MATCH treats -0.0 as 0.0 "
-                   "(builtin_kinds.strict_equal/_float_equal and EqualsMatch.emit use ==)")
 def test_signed_zero() -> None:
     """-0.0 never hits the entry compiled for 0.0 (copysign, 1/x and repr tell them apart)."""
     f, _ = memoized(lambda x: math.copysign(1.0, x))
@@ -141,8 +139,6 @@ def test_signed_zero_is_not_implied_by_the_index() -> None:
     assert not entry.exact_under(tuple(entry.facts))
 
 
-@pytest.mark.xfail(strict=True, reason="compiler: DICT_KEYS_MATCH compares keys with == "
-                   "(DictKeysMatch.holds/emit), so {True: v} and {1.0: v} pass {1: v}'s guard")
 def test_dict_key_types() -> None:
     """{1: 0}, {True: 0} and {1.0: 0} are three different arguments."""
     f, _ = memoized(lambda d: [type(k).__name__ for k in d])
@@ -151,8 +147,6 @@ def test_dict_key_types() -> None:
     assert f({1.0: 0}) == ["float"]
 
 
-@pytest.mark.xfail(strict=True, reason="compiler: DICT_KEYS_MATCH compares keys with ==, so a "
-                   "str-subclass keyword passes the guard of the plain str one")
 def test_kwargs_key_str_subclass() -> None:
     """**kwargs whose key is a str subclass never hits the entry of the plain str key."""
     class S(str):
@@ -185,8 +179,6 @@ def test_kwargs_order_and_positional_keyword_binding() -> None:
     assert f(1, 2, *[3]) == fn(1, 2, 3)
 
 
-@pytest.mark.xfail(strict=True, reason="compiler: EQUALS_MATCH on a range compares ranges with "
-                   "== (sequence equality): range(0, 4, 2) == range(0, 3, 2)")
 def test_range_by_start_stop_step() -> None:
     """range(0, 4, 2) and range(0, 3, 2) hold the same items but are different values."""
     f, _ = memoized(lambda r: (r.start, r.stop, r.step))

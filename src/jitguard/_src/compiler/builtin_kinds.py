@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
+import operator
 import types
 from collections.abc import Hashable
 from typing import Any, Optional
@@ -23,49 +24,72 @@ from .values import Ident, describe_ident, show, type_name
 __all__ = ["register_constant_type", "strict_equal"]
 
 _SCALAR_TYPES = (int, float, complex, str, bytes, bool, type(None))
-_CONSTANT_TYPES: set[type] = {*_SCALAR_TYPES, tuple, frozenset, range, slice}
+# Types whose ``==`` between two values of the type is exact equality.
+_EXACT_EQ_TYPES = (str, bytes, int, bool, type(None))
+# A list, not a set: membership is decided by identity (see _one_of).
+_CONSTANT_TYPES: list[type] = [*_SCALAR_TYPES, tuple, frozenset, range, slice]
 
 
 def register_constant_type(tp: type) -> None:
     """Let EQUALS_MATCH hold values of ``tp`` (immutable, with a meaningful ``==``)."""
-    _CONSTANT_TYPES.add(tp)
+    if not _one_of(tp, _CONSTANT_TYPES):
+        _CONSTANT_TYPES.append(tp)
+
+
+def _one_of(tp: type, types_: Any) -> bool:
+    """``tp`` is one of ``types_`` by identity (``in`` would ask a metaclass ``__eq__``)."""
+    return any(tp is t for t in types_)
+
+
+def _is_enum_member(value: Any) -> bool:
+    return issubclass(type(value), enum.Enum)
 
 
 def _is_constant(value: Any) -> bool:
     tp = type(value)
-    if isinstance(value, enum.Enum):
+    if _is_enum_member(value):
         return True
-    if tp in (tuple, frozenset):
+    if tp is tuple or tp is frozenset:
         return all(_is_constant(v) for v in value)
     if tp is slice:
         return all(_is_constant(v) for v in (value.start, value.stop, value.step))
-    return tp in _CONSTANT_TYPES or (isinstance(value, tuple) and tp in _CONSTANT_TYPES)
+    return _one_of(tp, _CONSTANT_TYPES)
 
 
-def _has_nan(value: Any) -> bool:
-    if type(value) is float:
-        return math.isnan(value)
-    if type(value) is complex:
-        return math.isnan(value.real) or math.isnan(value.imag)
-    if isinstance(value, (tuple, frozenset)):
-        return any(_has_nan(v) for v in value)
-    if type(value) is slice:
-        return any(_has_nan(v) for v in (value.start, value.stop, value.step))
+def _needs_strict(value: Any) -> bool:
+    """True if ``==`` cannot stand for strict equality on ``value``: a NaN (unequal to itself)
+    or a float zero (``0.0 == -0.0``), anywhere inside."""
+    tp = type(value)
+    if tp is float:
+        return value == 0.0 or math.isnan(value)
+    if tp is complex:
+        return _needs_strict(value.real) or _needs_strict(value.imag)
+    if tp is tuple or tp is frozenset:
+        return any(_needs_strict(v) for v in value)
+    if tp is slice:
+        return any(_needs_strict(v) for v in (value.start, value.stop, value.step))
     return False
 
 
 def _float_equal(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
 def strict_equal(value: Any, expected: Any) -> bool:
-    """Equal with the same exact type at every level; NaN equals NaN. So ``1``, ``1.0`` and
-    ``True`` are three different constants, ``(1, 2) != (1.0, 2.0)`` and
-    ``slice(0, 2) != slice(0.0, 2)``."""
+    """Equal with the same exact type at every level; NaN equals NaN, ``0.0`` and ``-0.0``
+    differ. So ``1``, ``1.0`` and ``True`` are three different constants,
+    ``(1, 2) != (1.0, 2.0)``, ``slice(0, 2) != slice(0.0, 2)``, ``range(0, 4, 2) !=
+    range(0, 3, 2)``, and enum members match only themselves."""
+    if value is expected:
+        return True
     tp = type(expected)
     if type(value) is not tp:
         return False
-    if tp is slice:
+    if issubclass(tp, enum.Enum):
+        return value is expected
+    if tp is slice or tp is range:
         return strict_equal(
             (value.start, value.stop, value.step), (expected.start, expected.stop, expected.step)
         )
@@ -74,9 +98,17 @@ def strict_equal(value: Any, expected: Any) -> bool:
             strict_equal(a, b) for a, b in zip(value, expected, strict=True)
         )
     if tp is frozenset:
-        return len(value) == len(expected) and all(
-            any(strict_equal(a, b) for b in expected) for a in value
-        )
+        if len(value) != len(expected):
+            return False
+        unmatched = list(expected)
+        for a in value:
+            for i, b in enumerate(unmatched):
+                if strict_equal(a, b):
+                    del unmatched[i]
+                    break
+            else:
+                return False
+        return True
     if tp is float:
         return _float_equal(value, expected)
     if tp is complex:
@@ -251,7 +283,8 @@ class BoolMatch(GuardKind):
 
 class EqualsMatch(GuardKind):
     """The value equals a constant, with the same exact type (``1``, ``1.0`` and ``True``
-    differ; NaN matches NaN)."""
+    differ; NaN matches NaN; ``0.0`` and ``-0.0`` differ; an enum member matches only
+    itself). See ``strict_equal``."""
 
     name = "EQUALS_MATCH"
     cost = 3
@@ -272,13 +305,14 @@ class EqualsMatch(GuardKind):
 
     def emit(self, var: str, params: Any, ctx: EmitContext) -> str:
         tp = type(params)
-        if tp in _SCALAR_TYPES or isinstance(params, enum.Enum):
+        if _is_enum_member(params):
+            return ctx.identical(var, Ident(params), "member")
+        if _one_of(tp, _SCALAR_TYPES) and not _needs_strict(params):
             type_ok = ctx.identical(f"type({var})", Ident(tp), "type")
-            if _has_nan(params):
-                if tp is float:
-                    return f"{type_ok} and {var} != {var}"
-                return f"{ctx.const(strict_equal, 'strict_equal')}({var}, {ctx.const(params)})"
             return f"{type_ok} and {var} == {ctx.const(params, 'value')}"
+        if tp is float and math.isnan(params):
+            type_ok = ctx.identical(f"type({var})", Ident(tp), "type")
+            return f"{type_ok} and {var} != {var}"
         return f"{ctx.const(strict_equal, 'strict_equal')}({var}, {ctx.const(params, 'value')})"
 
     def code(self, name: str, params: Any) -> str:
@@ -291,11 +325,15 @@ class EqualsMatch(GuardKind):
         return f"{self.code(name, params)} failed: got {got}"
 
     def fact(self, params: Any) -> Optional[tuple[str, Hashable]]:
-        if _has_nan(params) or type(params) not in _SCALAR_TYPES:
+        if _is_enum_member(params):
+            return ("id", id(params))
+        if _needs_strict(params) or not _one_of(type(params), _SCALAR_TYPES):
             return None
         return ("value", (type(params), params))
 
     def fact_of(self, fact: str, value: Any) -> Hashable:
+        if fact == "id":
+            return id(value)
         return (type(value), value)
 
 
@@ -381,7 +419,13 @@ class SequenceLength(GuardKind):
 
 
 class DictKeysMatch(GuardKind):
-    """Exact dict type and its keys, in order."""
+    """Exact dict type and its keys, in order, each of the same exact type as before and
+    strictly equal (``{1: x}``, ``{True: x}`` and ``{1.0: x}`` have different keys).
+
+    The generated check compares the keys' types by identity first (``operator.is_``, so
+    no user ``__eq__`` and no metaclass ``__eq__`` runs), then the keys with ``==``, which
+    for builtin key types is exact; keys where ``==`` is not (float zeros, NaN) go through
+    ``strict_equal``."""
 
     name = "DICT_KEYS_MATCH"
     cost = 6
@@ -395,15 +439,29 @@ class DictKeysMatch(GuardKind):
         return (Ident(type(value)), tuple(dict.keys(value)))
 
     def holds(self, value: Any, params: tuple[Ident, tuple[Any, ...]]) -> bool:
-        return type(value) is params[0].get() and tuple(dict.keys(value)) == params[1]
+        if type(value) is not params[0].get():
+            return False
+        keys = tuple(dict.keys(value))
+        return len(keys) == len(params[1]) and all(
+            type(a) is type(b) and strict_equal(a, b)
+            for a, b in zip(keys, params[1], strict=True)
+        )
 
     def emit(self, var: str, params: tuple[Ident, tuple[Any, ...]], ctx: EmitContext) -> str:
         type_ok = ctx.identical(f"type({var})", params[0], "type")
-        keys = ctx.const(list(params[1]), "keys")
-        if params[0].get() is dict:
-            # Iterating an exact dict yields dict.keys() in order; [*v] is the fastest read.
-            return f"{type_ok} and [*{var}] == {keys}"
-        return f"{type_ok} and list(dict.keys({var})) == {keys}"
+        keys_read = f"[*{var}]" if params[0].get() is dict else f"list(dict.keys({var}))"
+        expected = params[1]
+        n = ctx.const(len(expected), "n")
+        key_types = ctx.const([type(k) for k in expected], "key_types")
+        types_ok = (
+            f"len({var}) == {n} and "
+            f"{ctx.const(all, 'all')}(map({ctx.const(operator.is_, 'is_')}, "
+            f"map(type, {keys_read}), {key_types}))"
+        )
+        if not all(_one_of(type(k), _EXACT_EQ_TYPES) for k in expected):
+            strict = ctx.const(strict_equal, "strict_equal")
+            return f"{type_ok} and {types_ok} and {strict}(tuple({keys_read}), {ctx.const(expected, 'keys')})"
+        return f"{type_ok} and {types_ok} and {keys_read} == {ctx.const(list(expected), 'keys')}"
 
     def code(self, name: str, params: tuple[Ident, tuple[Any, ...]]) -> str:
         return f"list(dict.keys({name})) == {show(list(params[1]))}"
