@@ -249,8 +249,6 @@ def test_policy_never_asks_class_of_a_proxy() -> None:
     ctx.aliasing_guards()
 
 
-@pytest.mark.xfail(strict=True, reason="compiler: values.is_long_lived/describe_ident call "
-                   "isinstance(obj, ...), which reads obj.__class__ and raises")
 def test_proxy_whose_class_raises() -> None:
     """A call with an object whose ``__class__`` raises runs, and is guarded by identity."""
     f, _ = memoized(lambda o: id(o))
@@ -302,8 +300,6 @@ class NoQualname(type):
         return super().__getattribute__(name)
 
 
-@pytest.mark.xfail(strict=True, reason="compiler: values.is_long_lived reads "
-                   "getattr(obj, '__qualname__', None), which only swallows AttributeError")
 def test_metaclass_with_raising_qualname() -> None:
     """An argument whose class's metaclass raises on ``__qualname__`` is still compiled."""
     class Q(metaclass=NoQualname):

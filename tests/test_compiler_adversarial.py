@@ -176,9 +176,6 @@ class RaisingClass:
         raise RuntimeError("working outside of context")
 
 
-@pytest.mark.xfail(strict=True, reason="values.py is_long_lived (`isinstance(obj, "
-                   "types.ModuleType)`) and describe_ident/show (`isinstance(obj, type)`) read "
-                   "obj.__class__: use type(obj) / issubclass(type(obj), ...)")
 def test_id_match_on_object_whose_class_raises() -> None:
     """ID_MATCH builds and works on an object whose ``__class__`` property raises."""
     a, b = RaisingClass(), RaisingClass()
@@ -203,9 +200,6 @@ class Opaque(metaclass=NoQualname):
     pass
 
 
-@pytest.mark.xfail(strict=True, reason="values.py is_long_lived reads getattr(obj, "
-                   "'__qualname__', None)/getattr(obj, '__module__', None), which let a "
-                   "RuntimeError through: catch Exception (not long-lived then)")
 def test_type_match_metaclass_with_raising_qualname() -> None:
     """TYPE_MATCH on an instance of a class whose metaclass raises on ``__qualname__``."""
     check = check_on(GB.TYPE_MATCH, Opaque())

@@ -35,12 +35,20 @@ def is_long_lived(obj: Any) -> bool:
     or a class/function found at its own ``__module__``/``__qualname__``."""
     if id(obj) in _BUILTIN_IDS or obj is None or obj is True or obj is False:
         return True
-    if isinstance(obj, types.ModuleType):
-        return sys.modules.get(obj.__name__) is obj
-    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+    # type(obj), never isinstance: isinstance reads obj.__class__, which a proxy may fake
+    # or make raise. A class whose metaclass hooks attribute reads is simply not long-lived.
+    cls = type(obj)
+    if issubclass(cls, types.ModuleType):
+        try:
+            return sys.modules.get(obj.__name__) is obj
+        except Exception:
+            return False
+    if not issubclass(cls, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return False
+    try:
         qualname = getattr(obj, "__qualname__", None)
         module = sys.modules.get(getattr(obj, "__module__", None) or "")
-        if module is None or not isinstance(qualname, str) or "<" in qualname:
+        if module is None or type(qualname) is not str or "<" in qualname:
             return False
         current: Any = module
         for part in qualname.split("."):
@@ -48,7 +56,8 @@ def is_long_lived(obj: Any) -> bool:
             if current is None:
                 return False
         return current is obj
-    return False
+    except Exception:
+        return False
 
 
 def show(value: Any, limit: int = 80) -> str:
@@ -60,7 +69,7 @@ def show(value: Any, limit: int = 80) -> str:
     ):
         text = repr(value)
         return text if len(text) <= limit else text[: limit - 3] + "..."
-    if isinstance(value, type):
+    if issubclass(type(value), type):
         return type_name(value)
     return f"<{type_name(type(value))} object>"
 
@@ -133,12 +142,16 @@ def describe_ident(ident: Ident) -> str:
     obj = ident.get()
     if obj is None and ident.is_weak:
         return f"<deallocated {ident.type_name} at {hex(ident.id)}>"
-    if isinstance(obj, type):
-        return type_name(obj)
-    if isinstance(obj, types.ModuleType):
-        return f"<module {obj.__name__!r}>"
-    if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)):
-        return f"<function {getattr(obj, '__qualname__', '?')}>"
+    cls = type(obj)
+    try:
+        if issubclass(cls, type):
+            return type_name(obj)
+        if issubclass(cls, types.ModuleType):
+            return f"<module {obj.__name__!r}>"
+        if issubclass(cls, (types.FunctionType, types.BuiltinFunctionType)):
+            return f"<function {getattr(obj, '__qualname__', '?')}>"
+    except Exception:
+        pass
     if type(obj) in _SCALARS:
         return show(obj)
     return f"<{ident.type_name} object at {hex(ident.id)}>"
