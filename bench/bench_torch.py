@@ -1,0 +1,500 @@
+"""Benchmark: the same functions under ``torch.compile(backend="eager")`` and under
+``jitguard.torch.compile``, in one run: the guard check alone and the whole-call overhead of
+a cache hit.
+
+Run by hand (not a timed test):
+
+    .venv/bin/python bench/bench_torch.py            # full run
+    .venv/bin/python bench/bench_torch.py --quick    # short run (torch.compile warm-up dominates)
+    .venv/bin/python bench/bench_torch.py --json     # last line: one JSON object
+
+Method (as in the reference baseline, /work/shared/reference/torch-guards.md §d):
+``torch.set_num_threads(1)``; every figure is a ``timeit`` batch of about 10 ms (3 ms with
+``--quick``) with gc disabled, repeated 35 times (9 with ``--quick``); the compared variants
+(torch check, jitguard check, torch call, jitguard call, plain call) are timed one after the
+other within each repetition, and the order rotates between repetitions; figures are
+medians over the repetitions. Where a scenario cycles through several inputs (S5rr, S6),
+one timed statement makes one call per input and the figure is per call.
+
+* ``check``: torch: ``cache_entry.guard_manager.check(f_locals)`` (the Python wrapper around
+  the C++ root, one pybind call); jitguard: the entry's generated check function called on
+  the arguments. S5rr walks the entries in the order the cache keeps them (most recently
+  used first) until one accepts: the hit entry is the least recently used one, so seven
+  entries fail first; the walk is the same Python loop on both sides.
+* ``call``: the compiled call minus the plain call, paired per repetition (median of the
+  differences). The JSON also has each variant's minimum over the repetitions.
+
+Before timing, each scenario asserts that both checkers accept its inputs and reject a
+mutated one, and around timing that no recompile happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import statistics
+import sys
+import timeit
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import torch  # noqa: E402
+import torch._dynamo  # noqa: E402
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list  # noqa: E402
+
+import jitguard  # noqa: E402
+import jitguard.torch as jgt  # noqa: E402
+
+GOALS = (
+    "goals: whole-call hit overhead (call_ns) at most 1/4 of torch.compile's on every scenario; "
+    "guard check no slower than torch's on S1, S5, S5rr, S6 and within 2x on S2-S4"
+)
+CHECK_EQUAL = {"S1", "S5", "S5rr", "S6", "S6a"}
+CHECK_2X = {"S2", "S3", "S4"}
+
+
+# ---- scenarios ---------------------------------------------------------------------------
+
+
+def f1(x: Any) -> Any:
+    return x + 1
+
+
+def f2(x: Any, y: Any, z: Any, n: Any, s: Any) -> Any:
+    return x * y + z * n + s
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, width: int = 32, depth: int = 10) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(depth))
+
+    def forward(self, x: Any) -> Any:
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+def f3(m: Any, x: Any) -> Any:
+    return m(x)
+
+
+def f4(d: Any) -> Any:
+    out = d["a"][0]
+    for t in d["a"][1:]:
+        out = out + t
+    for t in d["b"]:
+        out = out + t
+    return out
+
+
+def f5(x: Any, n: Any) -> Any:
+    return x * n
+
+
+def f6(x: Any) -> Any:
+    return x * 2 + x.shape[0]
+
+
+@dataclass
+class Scenario:
+    key: str
+    title: str
+    fn: Callable[..., Any]
+    names: tuple[str, ...]
+    calls: list[tuple[Any, ...]]  # the timed inputs, one call each
+    mutated: tuple[Any, ...]
+    warm: list[tuple[Any, ...]] = field(default_factory=list)  # compile these first, in order
+    dynamic: Any = None
+    torch_config: dict[str, Any] = field(default_factory=dict)
+    jg_options: dict[str, Any] = field(default_factory=dict)
+    walk: bool = False  # check = walk the entries (S5rr)
+
+
+def scenarios() -> list[Scenario]:
+    x = torch.randn(8, 8)
+    out = [Scenario("S1", "one tensor", f1, ("x",), [(x,)], (x.double(),))]
+    y, z = torch.randn(8, 8), torch.randn(8, 8)
+    out.append(
+        Scenario("S2", "3 tensors + int + float", f2, ("x", "y", "z", "n", "s"),
+                 [(x, y, z, 3, 0.5)], (x, y, z.t(), 3, 0.5))
+    )
+    m = MLP()
+    xm = torch.randn(4, 32)
+    out.append(Scenario("S3", "nn.Module MLP x10 Linear", f3, ("m", "x"), [(m, xm)],
+                        (m, xm[:, :16].contiguous())))
+    d = {"a": [torch.randn(4) for _ in range(10)], "b": [torch.randn(4) for _ in range(10)]}
+    dm = {"a": list(d["a"]), "b": [*d["b"][:9], d["b"][9].double()]}
+    out.append(Scenario("S4", "dict/list of 20 tensors", f4, ("d",), [(d,)], (dm,)))
+    xs = torch.randn(8)
+    static_ints = {"automatic_dynamic_shapes": False}
+    warm = [(xs, n) for n in range(8)]
+    out.append(
+        Scenario("S5", "8 int entries, hit oldest (MRU)", f5, ("x", "n"), [(xs, 0)], (xs, 9),
+                 warm=warm, torch_config=static_ints, jg_options={"automatic_dynamic": False})
+    )
+    out.append(
+        Scenario("S5rr", "8 int entries, round-robin (LRU hit)", f5, ("x", "n"),
+                 [(xs, n) for n in range(8)], (xs, 9), warm=warm, torch_config=static_ints,
+                 jg_options={"automatic_dynamic": False}, walk=True)
+    )
+    sizes = [torch.randn(n, 4) for n in range(8, 16)]
+    out.append(
+        Scenario("S6", "dynamic=True, 8 sizes", f6, ("x",), [(t,) for t in sizes],
+                 (torch.randn(1, 4),), warm=[sizes[0]], dynamic=True)
+    )
+    out.append(
+        Scenario("S6a", "automatic dynamic, 8 sizes", f6, ("x",), [(t,) for t in sizes],
+                 (torch.randn(8, 4).t(),), warm=[(sizes[0],), (sizes[1],)])
+    )
+    for s in out:
+        if s.warm and not isinstance(s.warm[0], tuple):
+            s.warm = [(w,) for w in s.warm]
+    return out
+
+
+# ---- the two sides -----------------------------------------------------------------------
+#
+# A timed statement is Python source run by ``timeit`` with its own globals, so no extra
+# call layer (a lambda) is timed: ``Stmt("chk(a0, a1)", {"chk": ..., "a0": ..., ...})``.
+
+
+@dataclass
+class Stmt:
+    code: str
+    ns: dict[str, Any]
+
+    def __add__(self, other: Stmt) -> Stmt:
+        clash = set(self.ns) & set(other.ns)
+        if any(self.ns[k] is not other.ns[k] for k in clash):
+            raise AssertionError(f"name clash in timed statements: {clash}")
+        return Stmt(f"{self.code}; {other.code}", {**self.ns, **other.ns})
+
+    def run(self) -> Any:
+        return eval(self.code.split("; ")[-1], self.ns)
+
+
+def call_stmt(fname: str, fn: Any, args: tuple[Any, ...], tag: str) -> Stmt:
+    ns = {fname: fn}
+    names = []
+    for i, a in enumerate(args):
+        ns[f"{tag}_{i}"] = a
+        names.append(f"{tag}_{i}")
+    return Stmt(f"{fname}({', '.join(names)})", ns)
+
+
+class TorchSide:
+    name = "torch"
+
+    def __init__(self, sc: Scenario) -> None:
+        torch._dynamo.reset()
+        self.sc = sc
+        self.compiled = torch.compile(sc.fn, backend="eager", dynamic=sc.dynamic)
+        with torch._dynamo.config.patch(**sc.torch_config):
+            for args in [*sc.warm, *sc.calls]:
+                self.compiled(*args)
+            for args in sc.calls:  # hits (and MRU order) as in the timed loop
+                self.compiled(*args)
+
+    def entries(self) -> list[Any]:
+        return list(_debug_get_cache_entry_list(self.sc.fn))
+
+    def frame(self, args: tuple[Any, ...]) -> dict[str, Any]:
+        return dict(zip(self.sc.names, args, strict=True))
+
+    def checker(self, args: tuple[Any, ...], tag: str) -> Stmt:
+        """The guard check the cache runs for these inputs (the hit entry's, or the walk)."""
+        fl = self.frame(args)
+        if self.sc.walk:
+            managers = [e.guard_manager for e in self.walk_order(args)]
+            return call_stmt("walk_t", walk_torch, (managers, fl), tag)
+        gm = self.hit_entry(args).guard_manager
+        return Stmt(f"gm_{tag}.check(fl_{tag})", {f"gm_{tag}": gm, f"fl_{tag}": fl})
+
+    def walk_order(self, args: tuple[Any, ...]) -> list[Any]:
+        """Entries in the order a call with ``args`` finds them in round-robin use: most
+        recently used first, so the entry that accepts ``args`` comes last."""
+        entries = self.entries()
+        hit = self.hit_entry(args)
+        return [e for e in entries if e is not hit] + [hit]
+
+    def hit_entry(self, args: tuple[Any, ...]) -> Any:
+        fl = self.frame(args)
+        for e in self.entries():
+            if e.guard_manager.check(fl):
+                return e
+        raise AssertionError(f"{self.sc.key}: no torch entry accepts the inputs")
+
+    def rejects(self, args: tuple[Any, ...]) -> bool:
+        fl = self.frame(args)
+        return not any(e.guard_manager.check(fl) for e in self.entries())
+
+    def n_entries(self) -> int:
+        return len(self.entries())
+
+    def n_guards(self, args: tuple[Any, ...]) -> int:
+        return count_torch_leaves(self.hit_entry(args).guard_manager.root)
+
+
+def walk_torch(managers: list[Any], fl: dict[str, Any]) -> bool:
+    for m in managers:
+        if m.check(fl):
+            return True
+    return False
+
+
+def walk_jitguard(checks: list[Callable[..., bool]], args: tuple[Any, ...]) -> bool:
+    for c in checks:
+        if c(*args):
+            return True
+    return False
+
+
+def count_torch_leaves(mgr: Any) -> int:
+    n = len(mgr.get_leaf_guards())
+    if hasattr(mgr, "get_epilogue_lambda_guards"):
+        n += len(mgr.get_epilogue_lambda_guards())
+    if hasattr(mgr, "get_key_value_managers"):
+        for km, vm in mgr.get_key_value_managers().values():
+            n += (count_torch_leaves(km) if km else 0) + (count_torch_leaves(vm) if vm else 0)
+    for child in mgr.get_child_managers():
+        n += count_torch_leaves(child)
+    return n
+
+
+class JitguardSide:
+    name = "jitguard"
+
+    def __init__(self, sc: Scenario) -> None:
+        self.sc = sc
+        self.compiled = jgt.compile(sc.fn, dynamic=sc.dynamic, **sc.jg_options)
+        for args in [*sc.warm, *sc.calls]:
+            self.compiled(*args)
+        for args in sc.calls:
+            self.compiled(*args)
+
+    def entries(self) -> list[Any]:
+        return list(jitguard.cache_of(self.compiled).entries())
+
+    def checker(self, args: tuple[Any, ...], tag: str) -> Stmt:
+        if self.sc.walk:
+            checks = [e.check.fn for e in self.walk_order(args)]
+            # the walk passes the arguments on as one tuple, like the torch walk's dict
+            return call_stmt("walk_j", walk_jitguard, (checks, args), tag)
+        return call_stmt(f"chk_{tag}", self.hit_entry(args).check.fn, args, tag)
+
+    def walk_order(self, args: tuple[Any, ...]) -> list[Any]:
+        entries = self.entries()
+        hit = self.hit_entry(args)
+        return [e for e in entries if e is not hit] + [hit]
+
+    def hit_entry(self, args: tuple[Any, ...]) -> Any:
+        for e in self.entries():
+            if e.check.fn(*args):
+                return e
+        raise AssertionError(f"{self.sc.key}: no jitguard entry accepts the inputs")
+
+    def rejects(self, args: tuple[Any, ...]) -> bool:
+        return not any(e.check.fn(*args) for e in self.entries())
+
+    def n_entries(self) -> int:
+        return len(self.entries())
+
+    def n_guards(self, args: tuple[Any, ...]) -> int:
+        return len(self.hit_entry(args).check.leaves)
+
+
+# ---- timing -----------------------------------------------------------------------------
+
+
+def _timer(st: Stmt) -> timeit.Timer:
+    return timeit.Timer(st.code, globals=st.ns)
+
+
+def _batch(st: Stmt, target_s: float) -> int:
+    number = 1
+    timer = _timer(st)
+    while True:
+        t = timer.timeit(number)
+        if t >= target_s / 4 or number >= 1 << 22:
+            return max(1, int(number * target_s / max(t, 1e-9)))
+        number *= 4
+
+
+def measure(
+    variants: dict[str, Stmt], per: int, reps: int, target_s: float
+) -> dict[str, list[float]]:
+    """ns per call, one sample per repetition; variants alternate within each repetition."""
+    numbers = {k: _batch(v, target_s) for k, v in variants.items()}
+    timers = {k: _timer(v) for k, v in variants.items()}
+    keys = list(variants)
+    samples: dict[str, list[float]] = {k: [] for k in keys}
+    gc.collect()
+    gc.disable()
+    try:
+        for r in range(reps):
+            order = keys[r % len(keys):] + keys[: r % len(keys)]
+            for k in order:
+                t = timers[k].timeit(numbers[k])
+                samples[k].append(t / numbers[k] / per * 1e9)
+    finally:
+        gc.enable()
+    return samples
+
+
+def _all(parts: list[Stmt]) -> Stmt:
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return out
+
+
+def run_scenario(sc: Scenario, reps: int, target_s: float) -> dict[str, Any]:
+    ts = TorchSide(sc)
+    js = JitguardSide(sc)
+    for side in (ts, js):
+        for i, args in enumerate(sc.calls):
+            if not side.checker(args, f"c{i}").run():
+                raise AssertionError(f"{sc.key}: the {side.name} check rejects its own inputs")
+        if not side.rejects(sc.mutated):
+            raise AssertionError(f"{sc.key}: the {side.name} check accepts a mutated input")
+    before = (ts.n_entries(), js.n_entries())
+    calls = list(enumerate(sc.calls))
+    variants = {
+        "torch_check": _all([ts.checker(a, f"t{i}") for i, a in calls]),
+        "jg_check": _all([js.checker(a, f"j{i}") for i, a in calls]),
+        "torch_call": _all([call_stmt("tf", ts.compiled, a, f"t{i}") for i, a in calls]),
+        "jg_call": _all([call_stmt("jf", js.compiled, a, f"j{i}") for i, a in calls]),
+        "plain": _all([call_stmt("pf", sc.fn, a, f"p{i}") for i, a in calls]),
+    }
+    samples = measure(variants, len(sc.calls), reps, target_s)
+    after = (ts.n_entries(), js.n_entries())
+    if before != after:
+        raise AssertionError(f"{sc.key}: recompiled while timing: entries {before} -> {after}")
+    res = {k: statistics.median(v) for k, v in samples.items()}
+    mins = {k: min(v) for k, v in samples.items()}
+    # call overhead: compiled minus plain, paired within each repetition
+    torch_call = statistics.median(
+        c - p for c, p in zip(samples["torch_call"], samples["plain"], strict=True)
+    )
+    jg_call = statistics.median(
+        c - p for c, p in zip(samples["jg_call"], samples["plain"], strict=True)
+    )
+    ratio = res["jg_check"] / res["torch_check"]
+    limit = 1.0 if sc.key in CHECK_EQUAL else 2.0 if sc.key in CHECK_2X else None
+    costs = kind_costs(js, sc.calls[0]) if limit is not None and ratio > limit else None
+    return {
+        "title": sc.title,
+        "entries_torch": before[0],
+        "entries_jg": before[1],
+        "guards_torch": ts.n_guards(sc.calls[0]),
+        "guards_jg": js.n_guards(sc.calls[0]),
+        "check_torch_ns": round(res["torch_check"], 1),
+        "check_jg_ns": round(res["jg_check"], 1),
+        "check_ratio": round(res["jg_check"] / res["torch_check"], 3),
+        "call_torch_ns": round(torch_call, 1),
+        "call_jg_ns": round(jg_call, 1),
+        "call_ratio": round(jg_call / torch_call, 3) if torch_call > 0 else None,
+        "plain_ns": round(res["plain"], 1),
+        "min_ns": {k: round(v, 1) for k, v in mins.items()},
+        "jg_check_by_kind": costs,
+    }
+
+
+def kind_costs(js: JitguardSide, args: tuple[Any, ...], number: int = 2000) -> dict[str, Any]:
+    """Why jitguard's check costs what it does: per guard kind, how many leaves the hit
+    entry has and what a check made of only those leaves (with the reads they need) costs,
+    in ns (the empty check's cost subtracted)."""
+    from jitguard._src.compiler.check import CheckFunction
+
+    entry = js.hit_entry(args)
+    check = entry.check
+
+    def cost(leaves: list[Any]) -> float:
+        sub = CheckFunction(leaves, [], name="part", arg_names=check.arg_names,
+                            f_globals=check.f_globals)
+        assert sub.fn(*args)
+        timer = timeit.Timer(lambda: sub.fn(*args))
+        return min(timer.repeat(repeat=7, number=number)) / number * 1e9
+
+    empty = cost([])
+    groups: dict[str, list[Any]] = {}
+    for leaf in check.leaves:
+        groups.setdefault(leaf.kind.name, []).append(leaf)
+    out = {"full_ns": round(cost(list(check.leaves)) - empty)}
+    for kind, leaves in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        out[kind] = {"leaves": len(leaves), "alone_ns": round(cost(leaves) - empty)}
+    return out
+
+
+def verdicts(key: str, r: dict[str, Any]) -> list[str]:
+    out = []
+    # jg <= torch / 4, which also reads right when torch's compiled call is cheaper than the
+    # plain call (S3: the graph skips nn.Module.__call__): then jitguard must be cheaper still
+    met = r["call_jg_ns"] <= r["call_torch_ns"] / 4
+    out.append("call<=1/4 " + ("met" if met else "MISSED"))
+    if key in CHECK_EQUAL:
+        out.append("check<=1x " + ("met" if r["check_ratio"] <= 1.0 else "MISSED"))
+    elif key in CHECK_2X:
+        out.append("check<=2x " + ("met" if r["check_ratio"] <= 2.0 else "MISSED"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer, shorter repetitions")
+    ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    ap.add_argument("--only", default="", help="comma-separated scenario keys")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    reps, target = (9, 0.003) if args.quick else (35, 0.010)
+    only = {k for k in args.only.split(",") if k}
+    results: dict[str, Any] = {}
+    print(f"torch {torch.__version__}  python {platform.python_version()}  "
+          f"{platform.machine()}  reps={reps}  batch={target * 1e3:.0f} ms")
+    print(GOALS)
+    head = (f"{'scenario':<40}{'entries':>9}{'guards':>9}{'check_ns':>18}{'ratio':>7}"
+            f"{'call_ns':>18}{'ratio':>7}  verdict")
+    sub = f"{'':<40}{'t / jg':>9}{'t / jg':>9}{'torch / jg':>18}{'':>7}{'torch / jg':>18}"
+    print(head)
+    print(sub)
+    print("-" * len(head))
+    for sc in scenarios():
+        if only and sc.key not in only:
+            continue
+        r = run_scenario(sc, reps, target)
+        r["verdict"] = verdicts(sc.key, r)
+        results[sc.key] = r
+        cr = "-" if r["call_ratio"] is None else f"{r['call_ratio']:.2f}"
+        print(
+            f"{sc.key + ' ' + sc.title:<40}"
+            f"{str(r['entries_torch']) + '/' + str(r['entries_jg']):>9}"
+            f"{str(r['guards_torch']) + '/' + str(r['guards_jg']):>9}"
+            f"{r['check_torch_ns']:>10.0f} /{r['check_jg_ns']:>6.0f}{r['check_ratio']:>7.2f}"
+            f"{r['call_torch_ns']:>10.0f} /{r['call_jg_ns']:>6.0f}{cr:>7}  "
+            + ", ".join(r["verdict"]),
+            flush=True,
+        )
+    for key, r in results.items():
+        costs = r["jg_check_by_kind"]
+        if costs:
+            print(f"\n{key}: jitguard's check by guard kind (a check of only those leaves, "
+                  f"with their reads; full {costs['full_ns']} ns):")
+            for kind, c in costs.items():
+                if kind != "full_ns":
+                    print(f"  {kind:<24} {c['leaves']:>4} leaves {c['alone_ns']:>8} ns")
+    missed = [f"{k}: {v}" for k, r in results.items() for v in r["verdict"] if "MISSED" in v]
+    print("all goals met" if not missed else "goals missed: " + "; ".join(missed))
+    if args.json:
+        print(json.dumps({"torch": torch.__version__, "reps": reps, "scenarios": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,417 @@
+"""``jitguard.torch.compile``: a reference compiler on top of ``jitguard.specialize``. Each
+entry is a ``make_fx`` trace of the function over fake inputs, guarded by the tensors'
+layouts and the ShapeEnv's shape guards; ``mark_dynamic`` and automatic dynamic shapes.
+
+May import: jitguard._src.guards, jitguard._src.sources, jitguard._src.contexts,
+jitguard._src.compiler.*, jitguard._src.cache.*, jitguard._src.torch.*, torch.
+
+# Which dims are symbolic: [Note: Dynamic shapes in jitguard.torch.compile] (``automatic``).
+#
+# [Note: What jitguard.torch.compile guards]
+# Beyond the cache's guards (GLOBAL_STATE; the argument rules: tensors: TENSOR_MATCH;
+# modules: identity, structure, state, parameters; scalars: by value; containers: type,
+# length, keys; the aliasing guards), each entry:
+#   * replaces the traced tensors' TENSOR_MATCH guards with one TENSORS_MATCH (torch's C++
+#     tensor checker, ~0.1 us a tensor instead of ~0.8 us in Python) checking exactly the
+#     sizes and strides the trace kept static ([Note: From a ShapeEnv to shape guards]),
+#     and adds the shape guards;
+#   * guards by value the attributes of argument objects (and of their submodules) that
+#     the trace read ([Note: Watching attribute reads]), and every global the function's
+#     own code names that holds a constant (by value) or a tensor (by identity and
+#     TENSOR_MATCH): the trace bakes them in. Reads deeper than that (a global read by a
+#     helper the function calls) are not seen: keep what the function depends on in its
+#     arguments;
+#   * guards by value any argument the cache made dynamic that the trace cannot take
+#     symbolically (a float, a string).
+# When the function cannot be traced ([Note: What a trace assumes]) the entry runs the
+# function eagerly (``fullgraph=True`` raises instead); its reason is kept.
+#
+# [Note: Compiling a callable with state]
+# What a call of ``fn`` reads must be guarded, and the cache guards arguments: so a callable
+# whose call reads state of its own, an ``nn.Module`` (parameters, submodules, ``training``,
+# hooks), a bound method (its ``__self__``), a closure (its cells), is compiled as the first
+# argument of ``_invoke(callable, *args, **kwargs)``, and ``compile`` returns a function that
+# passes it. The module rule then pins the module, the method rule the method's ``__self__``
+# and ``__func__``, the function rule the closure's code and cell identities; each cell's
+# contents are also guarded by the rule for their type (an int by value, a list by its
+# items), and the attributes read of a method's ``__self__`` are watched like those of an
+# argument. A plain function is specialized directly.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import functools
+import inspect
+import logging
+import types
+from collections.abc import Callable, Iterable
+from typing import Any, Optional
+
+import torch
+
+from ..cache.request import CompileRequest
+from ..cache.specialize import FunctionCache, cache_of, specialize
+from ..compiler.builder import GuardBuilder
+from ..compiler.kinds import get_guard_kind
+from ..contexts import CompileContext
+from ..guards import ChainedSource, Guard, Source
+from ..sources import AttrSource, CellContentsSource, ClosureSource, GetItemSource, GlobalSource
+from .automatic import marked_dims, size_only_changes
+from .reads import ALL
+from .trace import ArgLeaf, Traced, TraceError, flatten_args, trace
+
+__all__ = ["CompiledEntryInfo", "TorchCompiler", "compile", "traced_info"]
+
+log = logging.getLogger("jitguard.torch")
+
+_CONSTANTS = (int, float, bool, str, type(None), complex, bytes)
+
+
+@dataclasses.dataclass
+class CompiledEntryInfo:
+    """What the compiler made for one entry: the trace (None when it ran eagerly), the dims
+    it asked to be symbolic (``dynamic_dims``; a dim of size 0 or 1, or one the trace
+    specialized, stays static: ``symbolic_dims()`` says which are), the ints made SymInts,
+    and why it fell back to eager (None when traced)."""
+
+    compile_id: Any
+    traced: Optional[Traced]
+    dynamic_dims: dict[Source, frozenset[int]]
+    dynamic_ints: frozenset[Source]
+    fallback_reason: Optional[str] = None
+
+    @property
+    def graph_module(self) -> Optional[torch.fx.GraphModule]:
+        return None if self.traced is None else self.traced.graph_module
+
+    def shape_guards(self) -> list[str]:
+        return [] if self.traced is None else self.traced.shapes.describe()
+
+    def symbolic_dims(self) -> dict[Source, frozenset[int]]:
+        """Per tensor source, the dims whose size the entry leaves to its shape guards."""
+        if self.traced is None:
+            return {}
+        out = {}
+        for source, layout in self.traced.shapes.layouts.items():
+            if layout.dynamic_dims:
+                out[source] = layout.dynamic_dims
+        return out
+
+
+# What ``nn.Module.__init__`` puts in every module's ``__dict__``: the machinery that calling
+# a module reads (hook dicts, ``_parameters``/``_buffers``/``_modules``, ``training``), which
+# the module rule pins already ([Note: Guarding an nn.Module]).
+_MODULE_MACHINERY = frozenset(vars(torch.nn.Module()))
+
+
+def _batched_checker() -> bool:
+    from .batched import checker_available
+
+    return checker_available()
+
+
+def _covered(source: Source, marked: Iterable[Source]) -> bool:
+    marked = frozenset(marked)
+    while True:
+        if source in marked:
+            return True
+        if not isinstance(source, ChainedSource):
+            return False
+        source = source.base
+
+
+def _is_tensor_match(guard: Guard) -> bool:
+    try:
+        kind, _ = get_guard_kind(guard.create_fn)
+    except Exception:
+        return False
+    return kind.name == "TENSOR_MATCH"
+
+
+class TorchCompiler:
+    """The ``compiler=`` of ``jitguard.specialize`` behind ``jitguard.torch.compile``."""
+
+    def __init__(self, dynamic: Optional[bool] = None, fullgraph: bool = False) -> None:
+        if dynamic not in (None, True, False):
+            raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
+        self.dynamic = dynamic
+        self.fullgraph = fullgraph
+        self.cache: Optional[FunctionCache] = None
+        # automatic dynamic: per tensor source, the dims made dynamic so far
+        self.auto_dims: dict[Source, set[int]] = {}
+        self.infos: dict[Any, CompiledEntryInfo] = {}
+
+    # ---- which dims are symbolic ------------------------------------------------------
+    def _automatic(self, request: CompileRequest, leaves: list[ArgLeaf]) -> None:
+        """[Note: Dynamic shapes in jitguard.torch.compile]: dims of tensors that an existing
+        entry rejected only for their sizes."""
+        if self.cache is None:
+            return
+        tensors = {leaf.source: leaf.value for leaf in leaves if leaf.is_tensor}
+        for source, dims in size_only_changes(self.cache.entries(), request.values, tensors).items():
+            self.auto_dims.setdefault(source, set()).update(dims)
+
+    def _dims_for(self, request: CompileRequest, leaf: ArgLeaf) -> frozenset[int]:
+        t = leaf.value
+        ndim = t.dim()
+        if self.dynamic is False:
+            return frozenset()
+        if self.dynamic is True or _covered(leaf.source, request.dynamic_sources):
+            return frozenset(range(ndim))
+        dims = set(marked_dims(t)) | self.auto_dims.get(leaf.source, set())
+        return frozenset(d for d in dims if d < ndim)
+
+    # ---- the compiler -----------------------------------------------------------------
+    def __call__(self, request: CompileRequest) -> Callable[..., Any]:
+        sig = request.signature
+        names = sig.params
+        values = request.values
+        leaves = flatten_args(names, values)
+        if request.recompile and self.dynamic is None:
+            self._automatic(request, leaves)
+        dyn_dims = {leaf.source: self._dims_for(request, leaf) for leaf in leaves if leaf.is_tensor}
+        dyn_ints = frozenset(
+            leaf.source for leaf in leaves
+            if type(leaf.value) is int and _covered(leaf.source, request.dynamic_sources)
+        )
+        for leaf in leaves:
+            # dynamic in the cache but constant to the trace: guard by value after all
+            if (
+                not leaf.is_tensor
+                and leaf.source not in dyn_ints
+                and type(leaf.value) in _CONSTANTS
+                and _covered(leaf.source, request.dynamic_sources)
+            ):
+                request.add_guard(leaf.source, GuardBuilder.CONSTANT_MATCH)
+        watch = [
+            (leaf.source, leaf.value) for leaf in leaves
+            if isinstance(leaf.value, torch.nn.Module) or _plain_object(leaf.value)
+        ]
+        watch += self._guard_callable(request, leaves)
+        info = CompiledEntryInfo(request.compile_id, None, {s: d for s, d in dyn_dims.items() if d}, dyn_ints)
+        self.infos[request.compile_id] = info
+        try:
+            traced = trace(
+                request.fn, names, values,
+                dynamic_dims=dyn_dims, dynamic_ints=dyn_ints,
+                name=f"{getattr(request.fn, '__qualname__', 'fn')} {request.compile_id}",
+                forward=sig.forward, header=sig.header, defaults=sig.namespace, watch=watch,
+            )
+        except TraceError as e:
+            if self.fullgraph:
+                raise
+            info.fallback_reason = str(e)
+            log.info("%s: cannot trace, entry %s runs eagerly: %s", request.fn, request.compile_id, e)
+            return request.fn
+        info.traced = traced
+        self._guard_attributes(request, traced)
+        self._guard_tensors(request, traced)
+        request.add_shape_guards(traced.shapes.shape_guards, traced.shapes.symbol_sources)
+        compile_ctx = CompileContext.try_get()
+        if compile_ctx is not None:
+            compile_ctx.shape_env_guards.extend(traced.shapes.describe())
+        return traced.run
+
+    def _guard_tensors(self, request: CompileRequest, traced: Traced) -> None:
+        """[Note: What jitguard.torch.compile guards]: the traced tensors' TENSOR_MATCH
+        guards from the argument rules become one TENSORS_MATCH (torch's C++ checker) with
+        the sizes and strides the trace kept static; a tensor that is not strided keeps a
+        TENSOR_MATCH of its own with them."""
+        guards = request.tracing_context.guards_context.dynamo_guards
+        tensors = [leaf for leaf in traced.inputs if leaf.is_tensor]
+        traced_sources = {leaf.source for leaf in tensors}
+        guards.inner = type(guards.inner)(
+            g for g in guards.inner
+            if not (g.originating_source in traced_sources and _is_tensor_match(g))
+        )
+        batch: list[ArgLeaf] = []
+        seen: set[Source] = set()
+        batched_ids: set[int] = set()
+        for leaf in tensors:
+            if leaf.source in seen:
+                continue
+            seen.add(leaf.source)
+            layout = traced.shapes.layouts[leaf.source]
+            # torch's checker also fails on one tensor passed twice: an object met again
+            # is checked on its own
+            if (
+                leaf.value.layout is torch.strided
+                and _batched_checker()
+                and id(leaf.value) not in batched_ids
+            ):
+                batched_ids.add(id(leaf.value))
+                batch.append(leaf)
+                continue
+            request.add_guard(
+                leaf.source,
+                functools.partial(GuardBuilder.TENSOR_MATCH, sizes=layout.sizes, strides=layout.strides),
+            )
+        if batch:
+            layouts = [traced.shapes.layouts[leaf.source] for leaf in batch]
+            request.add_guard(
+                batch[0].source,
+                functools.partial(
+                    GuardBuilder.TENSORS_MATCH,
+                    others=tuple(leaf.source for leaf in batch[1:]),
+                    sizes=tuple(lt.sizes for lt in layouts),
+                    strides=tuple(lt.strides for lt in layouts),
+                ),
+            )
+
+    def _guard_attributes(self, request: CompileRequest, traced: Traced) -> None:
+        """[Note: What jitguard.torch.compile guards]: the attributes of argument objects
+        (and of modules under them) that the trace read, by the argument rules (a module's
+        own machinery, ``training`` and the hook dicts, is pinned by the module rule); every
+        constant
+        attribute of an object whose reads could not be watched (its other attributes are
+        not guarded)."""
+        reads = traced.attribute_reads
+        for source in reads.unwatched:
+            obj = reads.objects[source]
+            for attr, value in list(getattr(obj, "__dict__", {}).items()):
+                if type(value) in _CONSTANTS:
+                    _guard_baked(request, AttrSource(source, attr), value)
+        for source, names in reads.by_source.items():
+            obj = reads.objects[source]
+            attrs = getattr(obj, "__dict__", {})
+            chosen = list(attrs) if ALL in names else [n for n in names if n in attrs]
+            is_module = isinstance(obj, torch.nn.Module)
+            for attr in chosen:
+                if is_module and attr in _MODULE_MACHINERY:
+                    continue
+                _guard_baked(request, AttrSource(source, attr), attrs[attr])
+
+    def _guard_callable(self, request: CompileRequest, leaves: list[ArgLeaf]) -> list[tuple[Source, Any]]:
+        """What the called function reads besides its arguments: its globals and, for a
+        callable passed through ``_invoke``, its closure cells and ``__self__``
+        ([Note: Compiling a callable with state]). Returns objects whose attribute reads to
+        watch."""
+        if request.fn is not _invoke:
+            return _guard_globals(request, request.fn, GlobalSource)
+        head = leaves[0]  # the callable
+        fn, src = head.value, head.source
+        watch: list[tuple[Source, Any]] = []
+        if inspect.ismethod(fn):
+            self_src = AttrSource(src, "__self__")
+            if isinstance(fn.__self__, torch.nn.Module) or _plain_object(fn.__self__):
+                watch.append((self_src, fn.__self__))
+            src, fn = AttrSource(src, "__func__"), fn.__func__
+        elif isinstance(fn, torch.nn.Module):
+            return watch  # the module is watched as an argument; its methods' globals are not
+        if not isinstance(fn, types.FunctionType):
+            return watch
+        for i, cell in enumerate(fn.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            cell_src = CellContentsSource(GetItemSource(ClosureSource(src), i))
+            _guard_baked(request, cell_src, value)
+            if isinstance(value, torch.nn.Module) or _plain_object(value):
+                watch.append((cell_src, value))
+        globals_src = AttrSource(src, "__globals__")
+        watch += _guard_globals(request, fn, lambda name: GetItemSource(globals_src, name))
+        return watch
+
+
+def _guard_globals(
+    request: CompileRequest, fn: Any, source_of: Callable[[str], Source]
+) -> list[tuple[Source, Any]]:
+    """Globals ``fn``'s own code names (``co_names`` found in its globals, not builtins),
+    guarded as arguments would be; returns the objects among them whose attribute reads to
+    watch."""
+    fglobals = getattr(fn, "__globals__", None)
+    code = getattr(fn, "__code__", None)
+    watch: list[tuple[Source, Any]] = []
+    if not isinstance(fglobals, dict) or code is None:
+        return watch
+    for name in code.co_names:
+        if name in fglobals and not hasattr(builtins, name):
+            value = fglobals[name]
+            _guard_baked(request, source_of(name), value)
+            if isinstance(value, torch.nn.Module) or _plain_object(value):
+                watch.append((source_of(name), value))
+    return watch
+
+
+def _plain_object(v: Any) -> bool:
+    """An instance of a user class, whose attributes a function may read (not a module,
+    class, function or other callable, tensor or constant)."""
+    return (
+        not isinstance(v, (torch.Tensor, type, types.ModuleType, *_CONSTANTS))
+        and not callable(v)
+        and type(v).__module__ != "builtins"
+        and isinstance(getattr(v, "__dict__", None), dict)
+    )
+
+
+def _guard_baked(request: CompileRequest, source: Source, value: Any) -> None:
+    """Guard a value the trace baked in (an attribute or global it read) by the cache's
+    argument rules, as if it were an argument; a tensor, which the graph holds by
+    reference, by identity too."""
+    request.arg_context.visit(source, value)
+    if isinstance(value, torch.Tensor):
+        request.add_guard(source, GuardBuilder.ID_MATCH)
+
+
+def _invoke(__jitguard_callable: Any, *args: Any, **kwargs: Any) -> Any:
+    return __jitguard_callable(*args, **kwargs)
+
+
+def _needs_invoke(fn: Any) -> bool:
+    """Whether ``fn`` carries state its call reads that is not an argument: a module (its
+    parameters, submodules, ``training``), a bound method (its ``__self__``), a closure (its
+    cells). Such an ``fn`` is compiled as the first argument of ``_invoke``, so the cache's
+    argument rules guard it ([Note: Compiling a callable with state])."""
+    if isinstance(fn, torch.nn.Module) or inspect.ismethod(fn):
+        return True
+    return isinstance(fn, types.FunctionType) and bool(fn.__closure__)
+
+
+def compile(
+    fn: Optional[Callable[..., Any]] = None,
+    /,
+    *,
+    dynamic: Optional[bool] = None,
+    fullgraph: bool = False,
+    **options: Any,
+) -> Any:
+    """Compile ``fn`` with jitguard's reference torch compiler: each cache entry is a
+    ``make_fx`` trace over fake inputs, run on real inputs on a hit. ``dynamic``: see
+    [Note: Dynamic shapes in jitguard.torch.compile]; ``fullgraph=True`` raises when ``fn``
+    cannot be traced instead of running it eagerly. Other options go to
+    ``jitguard.specialize`` (``recompile_limit``, ``on_limit``, ``static``, ``dynamic`` is
+    taken, ``automatic_dynamic`` for ints, ...). ``fn`` may be an ``nn.Module``, a bound
+    method or a closure ([Note: Compiling a callable with state]). Usable as a decorator."""
+    if fn is None:
+        return lambda f: compile(f, dynamic=dynamic, fullgraph=fullgraph, **options)
+    if "compiler" in options:
+        raise TypeError("jitguard.torch.compile brings its own compiler")
+    compiler = TorchCompiler(dynamic, fullgraph)
+    if dynamic is False:
+        options.setdefault("automatic_dynamic", False)
+    target: Callable[..., Any] = _invoke if _needs_invoke(fn) else fn
+    if dynamic is True:
+        options["dynamic"] = tuple(inspect.signature(target).parameters)
+    compiled = specialize(target, compiler=compiler, **options)
+    compiler.cache = cache_of(compiled)
+    if target is _invoke:
+        inner = compiled
+
+        def compiled(*args: Any, **kwargs: Any) -> Any:
+            return inner(fn, *args, **kwargs)
+
+        compiled.cache = compiler.cache  # type: ignore[attr-defined]
+        compiled.__wrapped__ = fn  # type: ignore[attr-defined]
+    compiled.compiler = compiler
+    return compiled
+
+
+def traced_info(compiled: Any) -> dict[Any, CompiledEntryInfo]:
+    """Per compile id, what ``jitguard.torch.compile`` made for the entries of ``compiled``."""
+    compiler = getattr(compiled, "compiler", None)
+    if not isinstance(compiler, TorchCompiler):
+        raise TypeError(f"{compiled!r} was not made by jitguard.torch.compile")
+    return dict(compiler.infos)
