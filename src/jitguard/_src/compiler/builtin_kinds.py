@@ -451,12 +451,11 @@ class DictKeysMatch(GuardKind):
         type_ok = ctx.identical(f"type({var})", params[0], "type")
         keys_read = f"[*{var}]" if params[0].get() is dict else f"list(dict.keys({var}))"
         expected = params[1]
-        n = ctx.const(len(expected), "n")
         key_types = ctx.const([type(k) for k in expected], "key_types")
+        # map stops at the shorter side; the key comparison after it checks the length.
         types_ok = (
-            f"len({var}) == {n} and "
             f"{ctx.const(all, 'all')}(map({ctx.const(operator.is_, 'is_')}, "
-            f"map(type, {keys_read}), {key_types}))"
+            f"map(type, {var if params[0].get() is dict else keys_read}), {key_types}))"
         )
         if not all(_one_of(type(k), _EXACT_EQ_TYPES) for k in expected):
             strict = ctx.const(strict_equal, "strict_equal")
