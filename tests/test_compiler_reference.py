@@ -3,10 +3,11 @@ over random nested values, and is sound (True only when every guard holds)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -22,6 +23,7 @@ from jitguard import (
     Source,
     compile_guards,
 )
+from jitguard._src.compiler import codegen
 from jitguard._src.compiler.builtin_kinds import strict_equal
 
 SETTINGS = settings(
@@ -342,6 +344,35 @@ def test_agree_on_hostile_values(data: st.DataObject, x: Any) -> None:
     guards = data.draw(guard_sets(frame))
     by_map, by_pos = both_modes(guards, frame)
     for other in ({"x": Hostile(), "y": x}, {"x": x, "y": Hostile()}):
+        agree(by_map, by_pos, other)
+
+
+@contextlib.contextmanager
+def chunked(size: int) -> Iterator[None]:
+    """Checks compiled inside are cut into chunks of ``size`` leaves, however small."""
+    saved = codegen.CHUNK_ABOVE, codegen.CHUNK_LEAVES
+    codegen.CHUNK_ABOVE, codegen.CHUNK_LEAVES = 0, size
+    try:
+        yield
+    finally:
+        codegen.CHUNK_ABOVE, codegen.CHUNK_LEAVES = saved
+
+
+@SETTINGS
+@given(st.data(), values, values, st.sampled_from([1, 2, 3, 7]))
+def test_agree_when_chunked(data: st.DataObject, x: Any, y: Any, size: int) -> None:
+    """Cut into chunks of a few leaves (values passed between chunks), the check still
+    accepts its frame and agrees with the reference on mutations and hostile values."""
+    frame = {"x": x, "y": y}
+    guards = data.draw(guard_sets(frame))
+    with chunked(size):
+        by_map, by_pos = both_modes(guards, frame)
+    if by_pos.leaves:
+        assert "___chunk_0" in by_pos.source and len(by_pos.filenames) > 1
+    assert agree(by_map, by_pos, frame) is True
+    for _ in range(4):
+        agree(by_map, by_pos, data.draw(mutations(frame)))
+    for other in ({"x": Hostile(), "y": y}, {"x": x, "y": Hostile()}):
         agree(by_map, by_pos, other)
 
 

@@ -157,12 +157,13 @@ def source_dataclass(cls: type[_S]) -> type[_S]:
     field_hash = cls.__hash__
 
     def __hash__(self: Any) -> int:
-        try:
-            return self.__dict__["_jitguard_hash"]
-        except KeyError:
+        # getattr, not self.__dict__: reading __dict__ would give every source a dict object
+        # (CPython keeps an instance's attributes inline until it is asked for one).
+        h = getattr(self, "_jitguard_hash", None)
+        if h is None:
             h = field_hash(self)
             object.__setattr__(self, "_jitguard_hash", h)
-            return h
+        return h
 
     cls.__hash__ = __hash__  # type: ignore[method-assign]
     return cls
@@ -300,9 +301,17 @@ class Guard:
         return (self.name, self.source, _create_fn_key(self.create_fn))
 
     def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash(self._identity())
-        return self._hash
+        h = self._hash
+        if h is None:
+            # The identity's hash, with a GuardSource member hashed by its value (an enum
+            # member's own __hash__, like its ``value`` property, is a Python-level call;
+            # equal members have equal values).
+            source = self.originating_source
+            guard_source: Any = source.guard_source()
+            if type(guard_source) is GuardSource:
+                guard_source = guard_source._value_
+            h = self._hash = hash((source.name(), guard_source, _create_fn_key(self.create_fn)))
+        return h
 
     def __eq__(self, other: object) -> bool:
         if self is other:
@@ -313,13 +322,24 @@ class Guard:
 
     def sort_key(self) -> tuple[bool, int, int, str, int]:
         """Relational guards last, then by guard source, name length, name, create_fn line."""
-        inner = self.inner_create_fn()
+        inner = self.create_fn
+        if isinstance(inner, functools.partial):
+            inner = inner.func
         code = getattr(inner, "__code__", None)
+        source = self.originating_source
+        guard_source = source.guard_source()
+        if not guard_source:
+            order = -1
+        elif type(guard_source) is GuardSource:
+            order = guard_source._value_  # ``value`` is a Python-level property
+        else:
+            order = guard_source.value
+        name = source.name()
         return (
             bool(getattr(inner, RELATIONAL_ATTR, False)),
-            self.source.value if self.source else -1,
-            len(self.name),
-            self.name,
+            order,
+            len(name),
+            name,
             code.co_firstlineno if code is not None else 0,
         )
 

@@ -287,7 +287,7 @@ class _Chained(ChainedSource):
             )
 
     def name(self) -> str:
-        cached = self.__dict__.get("_jitguard_name")
+        cached = getattr(self, "_jitguard_name", None)  # see source_dataclass.__hash__
         if cached is None:
             cached = self._name(self.base.name())
             object.__setattr__(self, "_jitguard_name", cached)

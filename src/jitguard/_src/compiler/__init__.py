@@ -1,5 +1,6 @@
 """The guard compiler: guard kinds, the builder that turns guards into leaves, code
-generation into one straight-line check function, a reference evaluator, failure reasons.
+generation into one straight-line check function (cut into chunks when very large), a
+reference evaluator, failure reasons.
 
 May import: everything below ``compiler`` in [Note: Layering].
 

@@ -75,11 +75,11 @@ class CheckFunction:
         self._idents: list[Ident] = []
         self_ref = weakref.ref(self)
         holders: dict[int, list[str]] = {}
-        # The generated function's namespace, once it exists: a death patches it even when
-        # this CheckFunction is gone and only its ``fn`` is still in use.
-        namespace: list[dict[str, Any]] = []
 
-        def on_weak(ident: Ident, const_name: str) -> None:
+        def on_weak(ident: Ident, const_name: str, namespace: dict[str, Any]) -> None:
+            # ``namespace`` is the globals of the function (the check or one of its chunks)
+            # that binds the id: a death patches it even when this CheckFunction is gone and
+            # only its ``fn`` is still in use.
             if not self._idents:
                 holders.update(_ident_holders(leaves))
             self._idents.append(ident)
@@ -87,14 +87,16 @@ class CheckFunction:
             ident.on_death(lambda: _invalidate(self_ref, namespace, const_name, source_names))
 
         code = generate(leaves, name=name, arg_names=arg_names, f_globals=f_globals, on_weak=on_weak)
-        namespace.append(code.namespace)
         # The function holds its Idents (and so their death callbacks) itself.
         code.namespace["___weak_idents"] = self._idents
         self.fn: Callable[..., bool] = code.fn
         self.source = code.source
         self.filename = code.filename
-        self._namespace = code.namespace
-        weakref.finalize(self, linecache.cache.pop, code.filename, None)
+        # Every file registered in linecache: the check function's, then its chunks' (see
+        # [Note: Chunked checks]); one unless the check is large.
+        self.filenames = tuple(f for f, _ in code.parts)
+        self._namespaces = code.namespaces
+        weakref.finalize(self, _forget_files, self.filenames)
 
     def __call__(self, *args: Any) -> bool:
         return self.fn(*args)
@@ -160,9 +162,10 @@ class CheckFunction:
                 return
             self.valid = False
             self.invalid_reason = reason
-            for name, value in list(self._namespace.items()):
-                if name.startswith("___id_") and isinstance(value, int):
-                    self._namespace[name] = -1
+            for namespace in self._namespaces:
+                for name, value in list(namespace.items()):
+                    if name.startswith("___id_") and isinstance(value, int):
+                        namespace[name] = -1
             # Whoever took ``check.fn`` before (a cache entry) still calls the generated
             # function: give it a body that fails, whatever it binds by identity.
             self.fn.__code__ = _always_false.__code__
@@ -197,11 +200,15 @@ def _ident_holders(leaves: list[Leaf]) -> dict[int, list[str]]:
     return holders
 
 
+def _forget_files(filenames: tuple[str, ...]) -> None:
+    for filename in filenames:
+        linecache.cache.pop(filename, None)
+
+
 def _invalidate(
-    ref: Any, namespace: list[dict[str, Any]], const_name: str, source_names: list[str]
+    ref: Any, namespace: dict[str, Any], const_name: str, source_names: list[str]
 ) -> None:
-    for ns in namespace:
-        ns[const_name] = -1
+    namespace[const_name] = -1
     check = ref()
     if check is None:
         return

@@ -1,4 +1,5 @@
-"""Code generation: leaves -> the Python source of one straight-line check function.
+"""Code generation: leaves -> the Python source of a straight-line check function (for a
+large check, a top-level function calling straight-line chunks).
 
 May import: errors, guards, sources, compiler.kinds, compiler.builder, compiler.values.
 
@@ -20,7 +21,9 @@ May import: errors, guards, sources, compiler.kinds, compiler.builder, compiler.
 #   * the source is registered in ``linecache`` under ``<jitguard check NAME#N>``, so
 #     tracebacks, ``inspect.getsource`` and pdb show it;
 #   * the compiled code is shared by guard sets of the same structure (see
-#     [Note: Compiled-code reuse]).
+#     [Note: Compiled-code reuse]);
+#   * a check of more than ``CHUNK_ABOVE`` leaves is split into chunks (see
+#     [Note: Chunked checks]); every point above holds for each chunk.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from .builder import Leaf
 from .kinds import EmitContext
 from .values import Ident
 
-__all__ = ["GeneratedCode", "generate"]
+__all__ = ["CHUNK_ABOVE", "CHUNK_LEAVES", "GeneratedCode", "generate"]
 
 _counter = itertools.count()
 _SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
@@ -71,10 +74,19 @@ def leaf_order_key(leaf: Leaf) -> tuple[int, int, int]:
     return (epilogue, depth, kind.cost)
 
 
+# Called as on_weak(ident, const_name, namespace) for each weakly held object a function
+# binds: ``namespace`` (that function's globals) holds its id under ``const_name``.
+OnWeak = Callable[[Ident, str, dict[str, Any]], None]
+
+
 class _Namespace(EmitContext):
-    def __init__(self, on_weak: Callable[[Ident, str], None]) -> None:
+    def __init__(self, on_weak: OnWeak, share: bool = True) -> None:
         self.ns: dict[str, Any] = {"__builtins__": __builtins__}
-        self._by_key: dict[Any, str] = {}
+        # With ``share``, an object (not a scalar) used twice is bound once; a chunk binds
+        # each use under its own name, so its code text does not say which uses coincide.
+        self._share = share
+        self._by_id: dict[int, str] = {}  # id of a bound object -> its name
+        self._by_ident: dict[int, str] = {}  # id of a weakly held Ident -> its id's name
         self._prefixes: dict[str, str] = {}
         self._n = itertools.count()
         self._on_weak = on_weak
@@ -93,48 +105,200 @@ class _Namespace(EmitContext):
         # short strs are cached objects), would make the code text depend on which values
         # happen to coincide, and defeat [Note: Compiled-code reuse]. Other objects (a
         # function, the globals dict) are shared by identity.
-        if type(obj) in _SCALARS:
-            fresh = self._name(hint)
-            self.ns[fresh] = obj
-            return fresh
-        key = ("id", id(obj))
-        name = self._by_key.get(key)
+        if type(obj) in _SCALARS or not self._share:
+            prefix = self._prefixes.get(hint)
+            name = f"{prefix}{next(self._n)}" if prefix is not None else self._name(hint)
+            self.ns[name] = obj
+            return name
+        return self._bind(obj, hint)
+
+    def _bind(self, obj: Any, hint: str) -> str:
+        name = self._by_id.get(id(obj))
         if name is None:
             name = self._name(hint)
             self.ns[name] = obj
-            self._by_key[key] = name
+            self._by_id[id(obj)] = name
         return name
 
     def identical(self, expr: str, ident: Any, hint: str = "o") -> str:
         if not ident.is_weak:
             # Bound by identity, never through ``const``'s by-value sharing: an equal str or
             # int that is another object must not stand in for this one.
-            obj = ident.get()
-            key = ("id", id(obj))
-            name = self._by_key.get(key)
-            if name is None:
-                name = self._name(hint)
-                self.ns[name] = obj
-                self._by_key[key] = name
+            if self._share:
+                return f"{expr} is {self._bind(ident.get(), hint)}"
+            name = self._name(hint)
+            self.ns[name] = ident.get()
             return f"{expr} is {name}"
-        key = ("ident", id(ident))
-        name = self._by_key.get(key)
-        if name is None:
-            name = self._name("id_" + hint)
-            self.ns[name] = ident.id
-            self._by_key[key] = name
-            self._on_weak(ident, name)
+        known = self._by_ident.get(id(ident)) if self._share else None
+        if known is not None:
+            return f"id({expr}) == {known}"
+        name = self._name("id_" + hint)
+        self.ns[name] = ident.id
+        if self._share:
+            self._by_ident[id(ident)] = name
+        self._on_weak(ident, name, self.ns)
         return f"id({expr}) == {name}"
 
 
 class GeneratedCode:
-    """The generated function with its source text, filename and namespace."""
+    """The generated function with its source text, filename and namespace.
 
-    def __init__(self, fn: Callable[..., bool], source: str, filename: str, ns: dict[str, Any]):
+    ``parts`` is (filename, text) for each function registered in linecache and
+    ``namespaces`` the globals of each, the check function's first; a check that is not
+    chunked has one of each, and then ``source`` is its text."""
+
+    def __init__(
+        self,
+        fn: Callable[..., bool],
+        source: str,
+        filename: str,
+        ns: dict[str, Any],
+        parts: Optional[list[tuple[str, str]]] = None,
+        namespaces: Optional[list[dict[str, Any]]] = None,
+    ):
         self.fn = fn
         self.source = source
         self.filename = filename
         self.namespace = ns
+        self.parts = parts if parts is not None else [(filename, source)]
+        self.namespaces = namespaces if namespaces is not None else [ns]
+
+
+class _Values:
+    """The values the functions of one check hold in variables, by number: ``where`` maps
+    each source read so far to its value; ``home[n]`` is the chunk whose variable holds value
+    ``n`` (-1: a parameter of the check function), ``name[n]`` that variable."""
+
+    def __init__(self) -> None:
+        self.where: dict[Source, int] = {}
+        self.home: list[int] = []
+        self.name: list[str] = []
+        self.mapping = -1  # mapping mode: the value that is the mapping of locals
+
+    def new(self, home: int, name: str) -> int:
+        self.home.append(home)
+        self.name.append(name)
+        return len(self.name) - 1
+
+
+class _Body:
+    """The body of one function being written: its lines (code, and a comment for each),
+    its namespace, and which of the check's values it holds.
+
+    In a chunk, a value held elsewhere (a parameter of the check, or a variable of an earlier
+    chunk, which then returns it) becomes a parameter ``aN``; alone, the function reads the
+    check's parameters directly."""
+
+    def __init__(
+        self,
+        index: int,
+        ns: _Namespace,
+        values: _Values,
+        arg_names: Optional[Sequence[str]],
+        f_globals: Optional[Mapping[str, Any]],
+        chunks: Optional[list[_Body]],
+    ) -> None:
+        self.index = index
+        self.ns = ns
+        self.values = values
+        self.arg_names = arg_names
+        self.f_globals = f_globals
+        self.chunks = chunks
+        self.code: list[str] = []
+        self.comments: list[str] = []
+        self.params: dict[int, str] = {}  # (chunks) value held elsewhere -> parameter
+        self.param_shown: list[str] = []  # (chunks) what each parameter holds, for comments
+        self.exports: dict[int, str] = {}  # (chunks) own value later chunks read -> shown
+        self.first_leaf = self.last_leaf = 0
+        self._tmp = itertools.count()
+        self._const = ns.const
+
+    def outer(self, value: int, shown: str) -> str:
+        """The name, in this function, of a value held outside it: alone, the check's own
+        parameter; in a chunk, a parameter ``aN`` (numbered in order of first use)."""
+        if self.chunks is None:
+            return self.values.name[value]
+        name = self.params.get(value)
+        if name is None:
+            name = self.params[value] = f"a{len(self.params)}"
+            self.param_shown.append(shown)
+            home = self.values.home[value]
+            if home >= 0:
+                self.chunks[home].exports[value] = shown
+        return name
+
+    def read(self, source: Source) -> str:
+        values = self.values
+        value = values.where.get(source)
+        if value is not None:
+            if self.chunks is None or values.home[value] == self.index:
+                return values.name[value]
+            return self.outer(value, source.name())
+        if isinstance(source, ChainedSource):
+            base = self.read(source.base)
+            how = _HOW.get(type(source))
+            if how is None:
+                how = _HOW[type(source)] = _how_to_read(type(source))
+            if how == 1:
+                expr = source.emit(base, self._const)  # type: ignore[attr-defined]
+            else:
+                expr = f"{self._const(source.access, 'access')}({base})"
+            if expr == base:
+                values.where[source] = values.where[source.base]
+                return base
+        else:
+            expr = self._root(source)
+        var = f"v{next(self._tmp)}"
+        self.code.append(f"        {var} = {expr}")
+        self.comments.append(source.name())
+        values.where[source] = len(values.name)
+        values.home.append(self.index)
+        values.name.append(var)
+        return var
+
+    def _root(self, source: Source) -> str:
+        slot = getattr(source, "frame_slot", None)
+        if slot is None:
+            raise GuardCompileError(
+                f"{source.name() or type(source).__name__} is a root source with no frame "
+                f"slot; it cannot be read by a check function"
+            )
+        scope, key = slot()
+        ns = self.ns
+        if scope == "L":
+            if self.arg_names is not None:
+                raise GuardCompileError(
+                    f"{source.name()} is not among the check's arguments {list(self.arg_names)}"
+                )
+            return f"{self.outer(self.values.mapping, 'L')}[{ns.const(key, 'local')}]"
+        if self.f_globals is None:
+            raise GuardCompileError(f"{source.name()} reads a global but no f_globals was given")
+        return f"{ns.const(self.f_globals, 'G')}[{ns.const(key, 'global')}]"
+
+    def add(self, leaf: Leaf) -> None:
+        kind, sources = leaf.kind, leaf.sources
+        var: Any
+        if kind.relational:
+            var = tuple([self.read(s) for s in sources])
+        else:
+            var = self.read(sources[0]) if sources else None
+        expr = kind.emit(var, leaf.params, self.ns)
+        if expr == "True":
+            return
+        self.code += (f"        if not ({expr}):", "            return False")
+        self.comments += (f"{kind.name}: {leaf.code()}", "")
+
+
+# How a chained source type is read: 1 by its ``emit``, 2 by calling its ``access``.
+_HOW: dict[type, int] = {}
+
+
+def _how_to_read(tp: type) -> int:
+    if hasattr(tp, "emit"):
+        return 1
+    if hasattr(tp, "access"):
+        return 2
+    raise GuardCompileError(f"{tp.__name__} says no way to read its value")
 
 
 def generate(
@@ -143,96 +307,207 @@ def generate(
     name: str,
     arg_names: Optional[Sequence[str]],
     f_globals: Optional[Mapping[str, Any]],
-    on_weak: Callable[[Ident, str], None],
+    on_weak: OnWeak,
 ) -> GeneratedCode:
     """Generate the check function for ``leaves`` (already in check order).
 
     With ``arg_names`` the function takes those locals positionally; otherwise it takes one
     mapping of locals. Globals are read from ``f_globals`` at call time.
     """
-    ns = _Namespace(on_weak)
-    lines: list[tuple[str, str]] = []  # (code, comment) per line of the body
-    var_of: dict[Source, str] = {}
-    tmp = itertools.count()
-
+    values = _Values()
     if arg_names is not None:
         params = []
         for i, arg in enumerate(arg_names):
             pname = f"l_{arg}" if is_plain_identifier(arg) else f"l{i}_"
             params.append(pname)
-            var_of[LocalSource(arg)] = pname
+            values.where[LocalSource(arg)] = values.new(-1, pname)
         signature = ", ".join(params)
     else:
+        params = ["L"]
+        values.mapping = values.new(-1, "L")
         signature = "L"
-
-    def read(source: Source) -> str:
-        known = var_of.get(source)
-        if known is not None:
-            return known
-        if isinstance(source, ChainedSource):
-            base = read(source.base)
-            emit = getattr(source, "emit", None)
-            if emit is not None:
-                expr = emit(base, ns.const)
-            elif hasattr(source, "access"):
-                expr = f"{ns.const(source.access, 'access')}({base})"
-            else:
-                raise GuardCompileError(f"{type(source).__name__} says no way to read its value")
-            if expr == base:
-                var_of[source] = base
-                return base
-        else:
-            slot = getattr(source, "frame_slot", None)
-            if slot is None:
-                raise GuardCompileError(
-                    f"{source.name() or type(source).__name__} is a root source with no frame "
-                    f"slot; it cannot be read by a check function"
-                )
-            scope, key = slot()
-            if scope == "L":
-                if arg_names is not None:
-                    raise GuardCompileError(
-                        f"{source.name()} is not among the check's arguments {list(arg_names)}"
-                    )
-                expr = f"L[{ns.const(key, 'local')}]"
-            else:
-                if f_globals is None:
-                    raise GuardCompileError(
-                        f"{source.name()} reads a global but no f_globals was given"
-                    )
-                expr = f"{ns.const(f_globals, 'G')}[{ns.const(key, 'global')}]"
-        var = f"v{next(tmp)}"
-        lines.append((f"        {var} = {expr}", source.name()))
-        var_of[source] = var
-        return var
-
-    for leaf in leaves:
-        vars_ = [read(s) for s in leaf.sources]
-        var: Any = tuple(vars_) if leaf.kind.relational else (vars_[0] if vars_ else None)
-        expr = leaf.kind.emit(var, leaf.params, ns)
-        if expr == "True":
-            continue
-        lines.append((f"        if not ({expr}):", f"{leaf.kind.name}: {leaf.code()}"))
-        lines.append(("            return False", ""))
-
     fname = "check_" + "".join(c if c.isalnum() and c.isascii() else "_" for c in name)
-    filename = f"<jitguard check {_comment(name)}#{next(_counter)}>"
-    head = [f"def {_CODE_NAME}({signature}):", "    try:"]
-    tail = ["        return True", "    except Exception:", "        return False", ""]
-    code_text = "\n".join([*head, *(code for code, _ in lines), *tail])
-    text = "\n".join(
-        [
-            f"def {fname}({signature}):",
-            head[1],
-            *(f"{code}  # {_comment(comment)}" if comment else code for code, comment in lines),
-            *tail,
-        ]
+    tag = f"{_comment(name)}#{next(_counter)}"
+    filename = f"<jitguard check {tag}>"
+    code_def = f"def {_CODE_NAME}({signature}):"
+    shown_def = f"def {fname}({signature}):"
+
+    if len(leaves) <= CHUNK_ABOVE:
+        body = _Body(0, _Namespace(on_weak), values, arg_names, f_globals, None)
+        for leaf in leaves:
+            body.add(leaf)
+        ns = body.ns.ns
+        fn, text = _function(
+            code_def, shown_def, body.code, body.comments, _RETURN_TRUE, ns, filename, fname
+        )
+        ns[fname] = fn
+        return GeneratedCode(fn, text, filename, ns)
+
+    chunks: list[_Body] = []
+    for k, (start, stop) in enumerate(_split(leaves)):
+        body = _Body(k, _Namespace(on_weak, share=False), values, arg_names, f_globals, chunks)
+        body.first_leaf, body.last_leaf = start, stop - 1
+        chunks.append(body)
+        for i in range(start, stop):
+            body.add(leaves[i])
+
+    # The check function keeps every value a chunk needs from outside in one list ``s``:
+    # the check's parameters, then what each chunk returns, in order. A chunk's arguments
+    # are slices of it (values read in check order are mostly needed in that order too).
+    top_ns: dict[str, Any] = {"__builtins__": __builtins__}
+    top_code = [f"        s = [{signature}]"]
+    top_comments = [""]
+    position = {value: value for value in range(len(params))}  # value -> its index in s
+    parts: list[tuple[str, str]] = []
+    namespaces = [top_ns]
+    for body in chunks:
+        k = body.index
+        cname = f"{fname}_chunk{k}"
+        cfile = f"<jitguard check {tag} chunk {k}>"
+        cparams = ", ".join(body.params.values())
+        exports = sorted(body.exports)
+        ret = _RETURN_TRUE
+        if exports:
+            ret = f"        return {_tuple([values.name[v] for v in exports])}"
+        shown = "; ".join(f"a{i}: {s}" for i, s in enumerate(body.param_shown))
+        fn, text = _function(
+            f"def {_CODE_NAME}({cparams}):",
+            f"def {cname}({cparams}):" + (f"  # {_comment(shown)}" if shown else ""),
+            body.code, body.comments, ret, body.ns.ns, cfile, cname,
+        )
+        parts.append((cfile, text))
+        namespaces.append(body.ns.ns)
+        top_ns[f"___chunk_{k}"] = fn
+        call = f"___chunk_{k}({_picks([position[v] for v in body.params])})"
+        about = f"{cfile}: checks {body.first_leaf}-{body.last_leaf}"
+        if exports:
+            first = len(position)
+            for v in exports:
+                position[v] = len(position)
+            top_code += (f"        t = {call}", "        if not t:", "            return False",
+                         "        s += t")
+            shown = ", ".join(body.exports[v] for v in exports)
+            top_comments += (about, "", "", _comment(f"s[{first}:{len(position)}] = {shown}"))
+        else:
+            top_code += (f"        if not {call}:", "            return False")
+            top_comments += (about, "")
+    fn, text = _function(
+        code_def, shown_def, top_code, top_comments, _RETURN_TRUE, top_ns, filename, fname
     )
+    top_ns[fname] = fn
+    parts.insert(0, (filename, text))
+    source = "\n".join(t for _, t in parts)
+    return GeneratedCode(fn, source, filename, top_ns, parts, namespaces)
+
+
+_RETURN_TRUE = "        return True"
+
+
+def _picks(indices: Sequence[int]) -> str:
+    """Arguments taking ``s[i]`` for each index, runs of consecutive ones as one slice."""
+    out = []
+    i = 0
+    while i < len(indices):
+        j = i + 1
+        while j < len(indices) and indices[j] == indices[j - 1] + 1:
+            j += 1
+        if j - i == 1:
+            out.append(f"s[{indices[i]}]")
+        else:
+            out.append(f"*s[{indices[i]}:{indices[j - 1] + 1}]")
+        i = j
+    return ", ".join(out)
+
+
+def _tuple(names: Sequence[str]) -> str:
+    return names[0] + "," if len(names) == 1 else ", ".join(names)
+
+
+def _function(
+    code_def: str,
+    shown_def: str,
+    code: list[str],
+    comments: list[str],
+    ret: str,
+    ns: dict[str, Any],
+    filename: str,
+    fname: str,
+) -> tuple[Callable[..., bool], str]:
+    """Compile (or reuse) one function and register its text, with the comments, in
+    linecache (line for line the code that is compiled)."""
+    head = [code_def, "    try:"]
+    tail = [ret, "    except Exception:", "        return False", ""]
+    code_text = "\n".join(head + code + tail)
+    shown = [c + "  # " + _comment(m) if m else c for c, m in zip(code, comments, strict=True)]
+    text = "\n".join([shown_def, head[1], *shown, *tail])
     fn_code = _renamed(_compile(code_text, text), filename, fname)
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    fn = types.FunctionType(fn_code, ns.ns, fname)
-    ns.ns[fname] = fn
-    return GeneratedCode(fn, text, filename, ns.ns)
+    return types.FunctionType(fn_code, ns, fname), text
+
+
+# [Note: Chunked checks]
+# ``compile()`` costs 30-50 us per leaf, more per leaf as a function grows: a check of 10,000
+# leaves as one function took half a second to compile. A check that large is mostly a few
+# shapes of code over and over (the same guards on each of 2,000 records, on each layer of a
+# model), so above ``CHUNK_ABOVE`` leaves the leaves are cut, in check order, into chunks of
+# at most ``CHUNK_LEAVES``, and each chunk is a straight-line function of its own, with its
+# own namespace whose names are numbered from 0. Two chunks of the same structure then have
+# the same code text, and [Note: Compiled-code reuse] compiles it once: ``compile()`` runs
+# once per distinct chunk shape (bench_compiler's 10,000 guards: 168 chunks, 8 shapes).
+# For that, a chunk's text says nothing a repeat of the structure would change:
+#   * its namespace binds every use of an object under its own name (a lone function shares
+#     one name per object; in a chunk, which uses share a type would show in the text);
+#   * what it needs from outside (the check's parameters, values read by earlier chunks)
+#     arrives as parameters ``a0, a1, ...``, numbered in order of first use, whatever their
+#     names elsewhere; it returns the values it read that later chunks need (a non-empty
+#     tuple, so truthy; True when it returns none; False when a check fails).
+# The check function only calls the chunks, in order, keeping the values passed between
+# them in one list ``s`` (its parameters first, then what each chunk returned); a chunk's
+# arguments are slices of ``s``, since values read in check order are needed in that order:
+#
+#     s = [l_records]
+#     t = ___chunk_0(s[0])  # <jitguard check NAME#N chunk 0>: checks 0-59
+#     if not t:
+#         return False
+#     s += t  # s[1:60] = L['records'][0], ..., L['records'][58]
+#     ...
+#     if not ___chunk_34(*s[1:61]):  # <jitguard check NAME#N chunk 34>: checks 2001-2060
+#         return False
+#
+# So each source is still read once, in check order; the only literals in any generated
+# code are these positions, which come from the structure, never from a value. A chunk ends
+# early, once a quarter full, where the kind's cost changes between consecutive leaves (a
+# new group in check order), so chunks start at the same place in a repeated structure;
+# 60 divides evenly by the small repeat counts (2, 3, 4, 5, 6, 10, 12). Small chunks cost
+# little on the hot path (measured with valgrind on 10,000 leaves: +2% instructions per
+# call against one function; chunks of 240 cost +5%) and keep the compiled shapes small.
+# Each chunk is registered in linecache as ``<jitguard check NAME#N chunk K>``, its ``def``
+# line commenting what each parameter holds; ``CheckFunction.filenames`` lists the files
+# and ``CheckFunction.source`` is the check function's text followed by every chunk's.
+# Identity constants live in the chunk that binds them: ``on_weak`` gets that chunk's
+# namespace, which a death patches (-1), and ``invalidate`` patches every namespace.
+# Checks of up to ``CHUNK_ABOVE`` leaves, by far the most common, stay one function: no
+# call, no argument passing (bench_compiler's scenarios (a)-(e) are all below it).
+CHUNK_ABOVE = 1024
+CHUNK_LEAVES = 60
+
+
+def _split(leaves: Sequence[Leaf]) -> list[tuple[int, int]]:
+    """(start, stop) of each chunk of ``leaves``."""
+    bounds = []
+    start = 0
+    early = max(1, CHUNK_LEAVES // 4)
+    cost = None
+    for i, leaf in enumerate(leaves):
+        c = leaf.kind.cost
+        n = i - start
+        if n >= CHUNK_LEAVES or (n >= early and c != cost):
+            bounds.append((start, i))
+            start = i
+        cost = c
+    if start < len(leaves):
+        bounds.append((start, len(leaves)))
+    return bounds
 
 
 # [Note: Compiled-code reuse]
@@ -242,10 +517,13 @@ def generate(
 # numbers agree), and the function is compiled under a fixed name. So two guard sets with the
 # same structure (a recompile after ``L['n'] == 7`` became ``L['n'] == 8``, the same guards on
 # another call site) produce the very same code text, and the code object compiled for the
-# first is reused for the second, with its filename and name replaced. The cache is keyed by
-# the whole code text, so reuse is exactly as if the text had been compiled again.
+# first is reused for the second, with its filename and name replaced. Within one large
+# check the same goes for its chunks ([Note: Chunked checks]), whose texts also do not
+# depend on the check's parameter names, so checks of similar structure share chunk code
+# too. The cache is keyed by the whole code text, so reuse is exactly as if the text had
+# been compiled again; it keeps the ``_CACHE_SIZE`` most recently used texts.
 _CODE_NAME = "___check"
-_CACHE_SIZE = 64
+_CACHE_SIZE = 256
 _code_cache: dict[str, types.CodeType] = {}
 _cache_lock = threading.Lock()
 
@@ -273,4 +551,3 @@ def _compile(code_text: str, shown: str) -> types.CodeType:
         while len(_code_cache) > _CACHE_SIZE:
             del _code_cache[next(iter(_code_cache))]
     return fn_code
-
