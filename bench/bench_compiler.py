@@ -121,6 +121,11 @@ def scenario_b() -> Scenario:
 # ---- (c) nested dict/list, 50 leaves ---------------------------------------------------
 
 
+def _key_types(d: dict[Any, Any]) -> str:
+    """Source text for the list of a dict's key types (builtin types only)."""
+    return "[" + ", ".join(type(k).__name__ for k in d) + "]"
+
+
 def _nested_config() -> dict[str, Any]:
     layers = [
         {"width": 64 * (i + 1), "dropout": 0.1 * i, "act": "relu", "bias": i % 2 == 0}
@@ -147,7 +152,10 @@ def scenario_c() -> Scenario:
     # The hand-written check, in the style a careful person writes it.
     lines = [
         "def hand_c(cfg):",
-        f"    if type(cfg) is not dict or list(cfg) != {list(cfg)!r}:",
+        # DICT_KEYS_MATCH is type-exact on keys ({1: x} and {True: x} differ), so the
+        # hand-written check compares the key types too, as a careful person would.
+        f"    if type(cfg) is not dict or [*map(type, cfg)] != {_key_types(cfg)}"
+        f" or list(cfg) != {list(cfg)!r}:",
         "        return False",
         "    lr = cfg['lr']",
         f"    if type(lr) is not float or lr != {cfg['lr']!r}:",
@@ -162,7 +170,8 @@ def scenario_c() -> Scenario:
     for i, layer in enumerate(cfg["layers"]):
         lines += [
             f"    l{i} = layers[{i}]",
-            f"    if type(l{i}) is not dict or list(l{i}) != {list(layer)!r}:",
+            f"    if type(l{i}) is not dict or [*map(type, l{i})] != {_key_types(layer)}"
+            f" or list(l{i}) != {list(layer)!r}:",
             "        return False",
         ]
         for k, v in layer.items():
@@ -262,7 +271,8 @@ def scenario_e() -> Scenario:
     for i, rec in enumerate(records):
         lines += [
             f"    r = records[{i}]",
-            f"    if type(r) is not dict or list(r) != {list(rec)!r}:",
+            f"    if type(r) is not dict or [*map(type, r)] != {_key_types(rec)}"
+            f" or list(r) != {list(rec)!r}:",
             "        return False",
         ]
         for k, v in rec.items():

@@ -422,9 +422,9 @@ class DictKeysMatch(GuardKind):
     """Exact dict type and its keys, in order, each of the same exact type as before and
     strictly equal (``{1: x}``, ``{True: x}`` and ``{1.0: x}`` have different keys).
 
-    The generated check compares the keys' types by identity first (``operator.is_``, so
-    no user ``__eq__`` and no metaclass ``__eq__`` runs), then the keys with ``==``, which
-    for builtin key types is exact; keys where ``==`` is not (float zeros, NaN) go through
+    The generated check compares the list of the keys' types first (identity, then
+    ``type.__eq__``, also identity unless a metaclass overrides it), so a foreign key's
+    ``__eq__`` never runs, then the keys with ``==``, which for builtin key types is exact; keys where ``==`` is not (float zeros, NaN) go through
     ``strict_equal``."""
 
     name = "DICT_KEYS_MATCH"
@@ -452,11 +452,10 @@ class DictKeysMatch(GuardKind):
         keys_read = f"[*{var}]" if params[0].get() is dict else f"list(dict.keys({var}))"
         expected = params[1]
         key_types = ctx.const([type(k) for k in expected], "key_types")
-        # map stops at the shorter side; the key comparison after it checks the length.
-        types_ok = (
-            f"{ctx.const(all, 'all')}(map({ctx.const(operator.is_, 'is_')}, "
-            f"map(type, {var if params[0].get() is dict else keys_read}), {key_types}))"
-        )
+        # A list of types compares element by element with identity first and then
+        # type.__eq__, which is identity too; only a metaclass that overrides __eq__ to lie
+        # could pass a foreign key type (holds() compares with `is` and would disagree).
+        types_ok = f"[*map(type, {var if params[0].get() is dict else keys_read})] == {key_types}"
         if not all(_one_of(type(k), _EXACT_EQ_TYPES) for k in expected):
             strict = ctx.const(strict_equal, "strict_equal")
             return f"{type_ok} and {types_ok} and {strict}(tuple({keys_read}), {ctx.const(expected, 'keys')})"
