@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 import math
-import operator
 import types
 from collections.abc import Hashable
 from typing import Any, Optional
