@@ -243,11 +243,6 @@ def test_reused_id_never_hits_the_dead_objects_check() -> None:
     assert not tcheck.valid or not agree(tcheck, Obj())
 
 
-@pytest.mark.xfail(strict=True, reason="a CheckFunction built from leaves whose weakly held "
-                   "object already died binds the stale id: codegen _Namespace.identical binds "
-                   "ident.id without checking ident.alive, and Ident.on_death never calls a "
-                   "callback added after the death; the cache rebuilds residual checks from "
-                   "old leaves")
 def test_check_built_from_dead_leaves_never_hits() -> None:
     """A check rebuilt from the leaves of a dead object's check rejects a new object at its id."""
     o = Obj()
@@ -299,10 +294,6 @@ DEADLOCK_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="check.py CheckFunction._lock is a threading.Lock: a "
-                   "collection inside invalidate() (it allocates under the lock) kills another "
-                   "object the same check binds, whose weakref callback re-enters invalidate() "
-                   "and blocks on the lock forever; use threading.RLock")
 def test_invalidation_reentered_from_gc_does_not_deadlock() -> None:
     """Two guarded objects dying in one collection, one inside the other's invalidation."""
     out = subprocess.run([sys.executable, "-c", DEADLOCK_SCRIPT], capture_output=True,

@@ -71,7 +71,9 @@ class CheckFunction:
         self.valid = True
         self.invalid_reason: Optional[str] = None
         self._callbacks: list[Callable[[CheckFunction], None]] = []
-        self._lock = threading.Lock()
+        # Re-entrant: a collection inside invalidate() can kill another object this check
+        # binds, whose weakref callback re-enters invalidate() on the same thread.
+        self._lock = threading.RLock()
         self._idents: list[Ident] = []
         self_ref = weakref.ref(self)
         holders: dict[int, list[str]] = {}

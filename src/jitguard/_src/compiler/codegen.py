@@ -133,7 +133,9 @@ class _Namespace(EmitContext):
         if known is not None:
             return f"id({expr}) == {known}"
         name = self._name("id_" + hint)
-        self.ns[name] = ident.id
+        # An object that already died (a check rebuilt from old leaves) binds -1, which no
+        # object's id is, so the check can never hit a newcomer at the dead object's id.
+        self.ns[name] = ident.id if ident.alive else -1
         if self._share:
             self._by_ident[id(ident)] = name
         self._on_weak(ident, name, self.ns)
