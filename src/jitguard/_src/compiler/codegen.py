@@ -360,28 +360,45 @@ def generate(
     top_code = [f"        s = [{signature}]"]
     top_comments = [""]
     position = {value: value for value in range(len(params))}  # value -> its index in s
+    # Positions in ``s`` are bound names too (``s[___at_3]``), so that the check function's
+    # text holds no literal at all and depends only on how many chunks take how many values.
+    at_names = itertools.count()
+
+    def at(index: Any) -> str:
+        name = f"___at_{next(at_names)}"
+        top_ns[name] = index
+        return name
+
     parts: list[tuple[str, str]] = []
     namespaces = [top_ns]
     for body in chunks:
         k = body.index
         cname = f"{fname}_chunk{k}"
         cfile = f"<jitguard check {tag} chunk {k}>"
-        cparams = ", ".join(body.params.values())
         exports = sorted(body.exports)
         ret = _RETURN_TRUE
         if exports:
             ret = f"        return {_tuple([values.name[v] for v in exports])}"
-        shown = "; ".join(f"a{i}: {s}" for i, s in enumerate(body.param_shown))
+        shown = _comment("; ".join(f"a{i}: {s}" for i, s in enumerate(body.param_shown)))
+        picks = [position[v] for v in body.params]
+        code, comments = body.code, body.comments
+        if len(picks) > 1:
+            # One list argument, unpacked: a plain call (no ``*args``), one copy of the values.
+            cparams, arg, def_comment = "p", _picks(picks, at), ""
+            code = [f"        {_tuple(list(body.params.values()))} = p", *code]
+            comments = [shown, *comments]
+        else:
+            cparams, arg, def_comment = ("a0", f"s[{at(picks[0])}]", f"  # {shown}") if picks else (
+                "", "", "")
         fn, text = _function(
-            f"def {_CODE_NAME}({cparams}):",
-            f"def {cname}({cparams}):" + (f"  # {_comment(shown)}" if shown else ""),
-            body.code, body.comments, ret, body.ns.ns, cfile, cname,
+            f"def {_CODE_NAME}({cparams}):", f"def {cname}({cparams}):{def_comment}",
+            code, comments, ret, body.ns.ns, cfile, cname,
         )
         parts.append((cfile, text))
         namespaces.append(body.ns.ns)
         top_ns[f"___chunk_{k}"] = fn
-        call = f"___chunk_{k}({_picks([position[v] for v in body.params])})"
-        about = f"{cfile}: checks {body.first_leaf}-{body.last_leaf}"
+        call = f"___chunk_{k}({arg})"
+        about = f"{cname}: checks {body.first_leaf}-{body.last_leaf}"
         if exports:
             first = len(position)
             for v in exports:
@@ -398,15 +415,17 @@ def generate(
     )
     top_ns[fname] = fn
     parts.insert(0, (filename, text))
-    source = "\n".join(t for _, t in parts)
+    source = "".join(t for _, t in parts)
     return GeneratedCode(fn, source, filename, top_ns, parts, namespaces)
 
 
 _RETURN_TRUE = "        return True"
 
 
-def _picks(indices: Sequence[int]) -> str:
-    """Arguments taking ``s[i]`` for each index, runs of consecutive ones as one slice."""
+def _picks(indices: Sequence[int], at: Callable[[Any], str]) -> str:
+    """A list of ``s[i]`` for each index: a slice of ``s`` when the indices are consecutive,
+    else a list display with a slice for each run of consecutive ones (``at`` binds an index
+    or a slice and returns its name)."""
     out = []
     i = 0
     while i < len(indices):
@@ -414,11 +433,13 @@ def _picks(indices: Sequence[int]) -> str:
         while j < len(indices) and indices[j] == indices[j - 1] + 1:
             j += 1
         if j - i == 1:
-            out.append(f"s[{indices[i]}]")
+            out.append(f"s[{at(indices[i])}]")
         else:
-            out.append(f"*s[{indices[i]}:{indices[j - 1] + 1}]")
+            out.append(f"*s[{at(slice(indices[i], indices[j - 1] + 1))}]")
         i = j
-    return ", ".join(out)
+    if len(out) == 1 and out[0][0] == "*":
+        return out[0][1:]
+    return f"[{', '.join(out)}]"
 
 
 def _tuple(names: Sequence[str]) -> str:
@@ -455,43 +476,48 @@ def _function(
 # at most ``CHUNK_LEAVES``, and each chunk is a straight-line function of its own, with its
 # own namespace whose names are numbered from 0. Two chunks of the same structure then have
 # the same code text, and [Note: Compiled-code reuse] compiles it once: ``compile()`` runs
-# once per distinct chunk shape (bench_compiler's 10,000 guards: 168 chunks, 8 shapes).
+# once per distinct chunk shape (bench_compiler's 10,000 guards: 43 chunks, 8 shapes).
 # For that, a chunk's text says nothing a repeat of the structure would change:
 #   * its namespace binds every use of an object under its own name (a lone function shares
 #     one name per object; in a chunk, which uses share a type would show in the text);
 #   * what it needs from outside (the check's parameters, values read by earlier chunks)
 #     arrives as parameters ``a0, a1, ...``, numbered in order of first use, whatever their
-#     names elsewhere; it returns the values it read that later chunks need (a non-empty
-#     tuple, so truthy; True when it returns none; False when a check fails).
+#     names elsewhere (several come as one list ``p``, unpacked on the chunk's first line);
+#     it returns the values it read that later chunks need (a non-empty tuple, so truthy;
+#     True when it returns none; False when a check fails).
 # The check function only calls the chunks, in order, keeping the values passed between
 # them in one list ``s`` (its parameters first, then what each chunk returned); a chunk's
-# arguments are slices of ``s``, since values read in check order are needed in that order:
+# argument is a slice of ``s``, as values read in check order are needed in that order:
 #
 #     s = [l_records]
-#     t = ___chunk_0(s[0])  # <jitguard check NAME#N chunk 0>: checks 0-59
+#     t = ___chunk_0(s[___at_0])  # check_NAME_chunk0: checks 0-239
 #     if not t:
 #         return False
-#     s += t  # s[1:60] = L['records'][0], ..., L['records'][58]
+#     s += t  # s[1:240] = L['records'][0], ..., L['records'][238]
 #     ...
-#     if not ___chunk_34(*s[1:61]):  # <jitguard check NAME#N chunk 34>: checks 2001-2060
+#     if not ___chunk_9(s[___at_9]):  # check_NAME_chunk9: checks 2001-2240
 #         return False
 #
-# So each source is still read once, in check order; the only literals in any generated
-# code are these positions, which come from the structure, never from a value. A chunk ends
-# early, once a quarter full, where the kind's cost changes between consecutive leaves (a
-# new group in check order), so chunks start at the same place in a repeated structure;
-# 60 divides evenly by the small repeat counts (2, 3, 4, 5, 6, 10, 12). Small chunks cost
-# little on the hot path (measured with valgrind on 10,000 leaves: +2% instructions per
-# call against one function; chunks of 240 cost +5%) and keep the compiled shapes small.
-# Each chunk is registered in linecache as ``<jitguard check NAME#N chunk K>``, its ``def``
-# line commenting what each parameter holds; ``CheckFunction.filenames`` lists the files
-# and ``CheckFunction.source`` is the check function's text followed by every chunk's.
-# Identity constants live in the chunk that binds them: ``on_weak`` gets that chunk's
-# namespace, which a death patches (-1), and ``invalidate`` patches every namespace.
+# where ``___at_9`` is ``slice(1, 241)`` (a list display such as ``[s[___at_3],
+# *s[___at_4]]`` when the values are not consecutive): positions are bound names too, so no
+# generated text holds a literal. So each source is still read once, in check order, and
+# the check function's text depends only on how many chunks take how many values.
+# A chunk ends early, once a quarter full, where the kind's cost changes between consecutive
+# leaves (a new group in check order), so chunks start at the same place in a repeated
+# structure; 240 divides evenly by the small repeat counts (2, 3, 4, 5, 6, 8, 10, 12, 15,
+# 16). Each chunk call costs
+# about a microsecond on the hot path: on 10,000 leaves, chunks of 240 measured within a few
+# percent of one function, chunks of 60 about 12% slower (for 10 ms less compiling).
+# Each chunk ``check_NAME_chunkK`` is registered in linecache as ``<jitguard check NAME#N
+# chunk K>``, its text commenting what each parameter holds; ``CheckFunction.filenames``
+# lists the files and ``CheckFunction.source`` is the check function's text followed by
+# every chunk's (the same guards still give the same text). Identity constants live in the
+# chunk that binds them: ``on_weak`` gets that chunk's namespace, which a death patches
+# (-1), and ``invalidate`` patches every namespace.
 # Checks of up to ``CHUNK_ABOVE`` leaves, by far the most common, stay one function: no
 # call, no argument passing (bench_compiler's scenarios (a)-(e) are all below it).
 CHUNK_ABOVE = 1024
-CHUNK_LEAVES = 60
+CHUNK_LEAVES = 240
 
 
 def _split(leaves: Sequence[Leaf]) -> list[tuple[int, int]]:
