@@ -6,8 +6,15 @@ from typing import Any
 
 from jitguard import CompileId, GuardBuilder, LocalSource, compile_guards
 from jitguard._src.cache.dispatch import build_snapshot, choose_dims
-from jitguard._src.cache.entry import MISS_SLOT, CacheEntry
-from jitguard._src.cache.keys import LINEAR, NOKEY, Dispatcher, Layout, compute_layout
+from jitguard._src.cache.entry import CacheEntry
+from jitguard._src.cache.keys import (
+    LINEAR,
+    NOKEY,
+    Dispatcher,
+    Layout,
+    compute_layout,
+    empty_index,
+)
 from jitguard._src.cache.signature import Signature
 
 GB = GuardBuilder
@@ -105,7 +112,7 @@ def test_layout_change_swaps_code_and_retires_old_index() -> None:
     snap = build_snapshot(entries, keycode)
     disp.install(keycode, snap.index)
     assert disp.function is fn and fn(1, 2) == 0
-    assert disp.ns[first.index_name] == {LINEAR: MISS_SLOT}
+    assert disp.ns[first.index_name] == empty_index()
     assert fn.__code__.co_name == "f2"
 
 

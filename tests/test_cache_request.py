@@ -166,3 +166,36 @@ def test_restart_carries_its_reason() -> None:
     assert r.reason == "why" and str(r) == "why"
     assert r.dynamic == (LocalSource("x"),) and r.static == (LocalSource("y"),)
     assert str(RestartCompile()) == "restart requested"
+
+
+def test_ignore_global_states_leaves_a_state_out() -> None:
+    """A compiler that ignores a state (guarding a weaker one instead): a change of the
+    ignored state is a hit, a change of the weaker one a miss that names it; an unknown
+    name is refused with the registered names listed."""
+    from jitguard import JitGuardError, global_states
+
+    box = {"knob": 1, "weak": "a"}
+    global_states.register("test_knob", lambda: box["knob"])
+    global_states.register("test_knob_weak", lambda: box["weak"], guarded=False)
+    try:
+        def compiler(req: CompileRequest) -> Any:
+            with pytest.raises(JitGuardError, match=r"no global state named 'nope'; registered: "):
+                req.ignore_global_states("nope")
+            req.ignore_global_states("test_knob", guard_instead=["test_knob_weak"])
+            return req.fn
+
+        g = specialize(lambda x: x, compiler=compiler)
+        g(1)
+        (entry,) = cache_of(g).entries()
+        (line,) = [c for c in entry.code if "GLOBAL_STATE" in c]
+        assert "test_knob_weak" in line and "test_knob," not in line
+        box["knob"] = 2
+        g(1)
+        assert cache_of(g).stats().compiles == 1
+        box["weak"] = "b"
+        g(1)
+        assert cache_of(g).stats().compiles == 2
+        assert "test_knob_weak (expected 'a', got 'b')" in cache_of(g).reasons()[0]
+    finally:
+        global_states.unregister("test_knob")
+        global_states.unregister("test_knob_weak")

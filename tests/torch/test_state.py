@@ -5,6 +5,7 @@ in one C++ call with exactly their meaning ([Note: The torch state group])."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -456,3 +457,116 @@ def test_specialize_entry_uses_the_group() -> None:
     sf(x)
     assert cache_of(sf).stats().compiles == 2
     assert "GLOBAL_STATE changed: num_threads" in cache_of(sf).reasons()[0]
+
+
+# ---- relaxed dtypes ([Note: Autocast dtypes a trace did not read]) ------------------------
+
+
+def relaxed_check(*devices: str) -> Any:
+    """GLOBAL_STATE over the torch states with each device's dtype in its weaker form."""
+    names = list(torch_state.STATES)
+    for device in devices:
+        dtype, weak = torch_state.DTYPE_STATES[device]
+        names[names.index(dtype)] = weak
+    create = functools.partial(GuardBuilder.GLOBAL_STATE, states=names)
+    return compile_guards([GlobalStateSource().make_guard(create)], f_locals={}, arg_names=[])
+
+
+@pytest.mark.parametrize("devices", [("cpu",), ("cuda",), ("cpu", "cuda")])
+def test_relaxed_group_is_used_and_skips_the_dtype(devices: tuple[str, ...]) -> None:
+    """With a dtype left out, GLOBAL_STATE calls the matching relaxed group (no per-state
+    read), and a dtype change while that device's autocast is off is a hit."""
+    c = relaxed_check(*devices)
+    group = "torch_relaxed_" + "_".join(devices)
+    assert f"___check_{group}_" in c.source and "___read_" not in c.source
+    for device in devices:
+        torch.set_autocast_dtype(device, torch.float16 if device == "cpu" else torch.bfloat16)
+    assert c() is True and c.reference() is True
+
+
+@pytest.mark.parametrize("name", list(CHANGES))
+def test_relaxed_group_and_reference_agree_on_each_state(name: str) -> None:
+    """Each torch state changed in turn under the fully relaxed group: compiled and reference
+    agree; a dtype change alone (autocast off) holds, every other change fails naming it."""
+    c = relaxed_check("cpu", "cuda")
+    with CHANGES[name]():
+        compiled, reference = c(), c.reference()
+        assert compiled is reference
+        if name in ("autocast_cpu_dtype", "autocast_gpu_dtype"):
+            assert compiled is True
+        else:
+            named = set(re.findall(r"(\w+) \(expected ", changed(c)))
+            assert named == {name, *ALSO_CHANGED.get(name, ()), *RELAXED_ALSO.get(name, ())}
+    _restore_plain_settings(c)
+    assert c() is True and c.reference() is True
+
+
+# Turning a device's autocast on also changes its weaker dtype state (None -> the dtype).
+RELAXED_ALSO = {
+    "autocast_enabled": ("autocast_gpu_dtype_while_enabled",),
+    "autocast_cpu_enabled": ("autocast_cpu_dtype_while_enabled",),
+}
+
+
+def test_relaxed_dtype_still_pinned_while_autocast_is_on() -> None:
+    """Built under CPU autocast, the weaker state holds the dtype: changing it is a miss
+    naming autocast_cpu_dtype_while_enabled, in the group check and the reference alike."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        c = relaxed_check("cpu", "cuda")
+        assert c()
+        torch.set_autocast_dtype("cpu", torch.float16)
+        assert changed(c) == (
+            "GLOBAL_STATE changed: autocast_cpu_dtype_while_enabled (expected torch.bfloat16, "
+            "got torch.float16)"
+        )
+        torch.set_autocast_dtype("cpu", torch.bfloat16)
+        assert c()
+
+
+def test_global_state_states_option_errors() -> None:
+    """states= names unknown states or is a bare string: a GuardKindError that says which."""
+    from jitguard import GuardKindError
+
+    bad = functools.partial(GuardBuilder.GLOBAL_STATE, states=["grad_enabled", "no_such"])
+    with pytest.raises(GuardKindError, match=r"no global state named 'no_such'; registered: \["):
+        compile_guards([GlobalStateSource().make_guard(bad)], f_locals={}, arg_names=[])
+    text = functools.partial(GuardBuilder.GLOBAL_STATE, states="grad_enabled")
+    with pytest.raises(GuardKindError, match=r"write states=\['grad_enabled'\]"):
+        compile_guards([GlobalStateSource().make_guard(text)], f_locals={}, arg_names=[])
+
+
+def test_compile_relaxes_dtypes_only_when_unread() -> None:
+    """jitguard.torch.compile leaves the dtypes out for a graph that never touched autocast
+    (a dtype change is a hit), keeps the CPU dtype for one that enters torch.autocast("cpu")
+    (a change is a recompile whose reason names it, and the result has the new dtype)."""
+    plain = jgt.compile(lambda x: x @ x.T)
+    inside = jgt.compile(lambda x: _autocast_matmul(x))
+    x = torch.randn(3, 3)
+    plain(x)
+    assert inside(x).dtype == torch.bfloat16
+    torch.set_autocast_dtype("cpu", torch.float16)
+    torch.set_autocast_dtype("cuda", torch.bfloat16)
+    plain(x)
+    assert cache_of(plain).stats().compiles == 1
+    assert inside(x).dtype == torch.float16
+    stats = cache_of(inside).stats()
+    assert stats.compiles == 2
+    (reason,) = cache_of(inside).reasons()
+    assert "autocast_cpu_dtype (expected torch.bfloat16, got torch.float16)" in str(reason)
+    assert "autocast_gpu_dtype" not in str(reason)  # the trace read only the CPU dtype
+
+
+def test_compile_pins_a_dtype_the_function_reads() -> None:
+    """A function that reads torch.get_autocast_dtype itself bakes the value in: a change of
+    it recompiles."""
+    f = jgt.compile(lambda x: x.to(torch.get_autocast_dtype("cpu")))
+    x = torch.randn(2)
+    assert f(x).dtype == torch.bfloat16
+    torch.set_autocast_dtype("cpu", torch.float16)
+    assert f(x).dtype == torch.float16
+    assert cache_of(f).stats().compiles == 2
+
+
+def _autocast_matmul(x: Any) -> Any:
+    with torch.autocast("cpu"):
+        return x @ x.T

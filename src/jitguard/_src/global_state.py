@@ -210,16 +210,30 @@ class GlobalStateRegistry:
             if self.is_active(g) and all(id(s) in present for s in g.members)
         )
 
-    def snapshot(self) -> GlobalStateSnapshot:
-        """Read every guarded state and take one snapshot per group that covers only guarded
-        states (what a GLOBAL_STATE guard holds on to)."""
-        guarded = self.guarded()
-        values = tuple((s, s.read()) for s in guarded)
-        groups = self.covering(guarded)
+    def snapshot(self, names: Optional[Iterable[str]] = None) -> GlobalStateSnapshot:
+        """Read every guarded state (or, with ``names``, exactly the states named, guarded
+        or not) and take one snapshot per group that covers only those states (what a
+        GLOBAL_STATE guard holds on to)."""
+        chosen = self.guarded() if names is None else self.named(names)
+        values = tuple((s, s.read()) for s in chosen)
+        groups = self.covering(chosen)
         checks = tuple((g, g.snapshot()) for g in groups)
         covered = {id(s) for g in groups for s in g.members}
         rest = tuple((s, v) for s, v in values if id(s) not in covered)
         return GlobalStateSnapshot(values, checks, rest)
+
+    def named(self, names: Iterable[str]) -> tuple[GlobalState, ...]:
+        """The registered states of these names, in registration order; an unknown name is
+        an error that lists the registered ones."""
+        wanted = set(names)
+        states = self.states()
+        unknown = wanted - {s.name for s in states}
+        if unknown:
+            raise JitGuardError(
+                f"no global state named {', '.join(map(repr, sorted(unknown)))}; registered: "
+                f"{sorted(s.name for s in states)}"
+            )
+        return tuple(s for s in states if s.name in wanted)
 
 
 global_states = GlobalStateRegistry()

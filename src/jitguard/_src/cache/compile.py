@@ -28,6 +28,7 @@ See [Note: The call path] (steps 1-3) in ``specialize``.
 
 from __future__ import annotations
 
+import functools
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
@@ -169,7 +170,11 @@ class CompileJob:
         # After the compiler: a state registered while it ran (an integration loaded by an
         # import in the traced code) is guarded too.
         if self.global_state and global_states.guarded():
-            add(GlobalStateSource().make_guard(GuardBuilder.GLOBAL_STATE))
+            names = request.global_state_names()
+            kind = GuardBuilder.GLOBAL_STATE
+            if names is not None:
+                kind = functools.partial(GuardBuilder.GLOBAL_STATE, states=names)
+            add(GlobalStateSource().make_guard(kind))
         for guard in argctx.aliasing_guards(request.aliasing_allowed):
             add(guard)
         again = visit_arguments(lambda guard: None)

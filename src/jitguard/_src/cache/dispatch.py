@@ -23,10 +23,12 @@ May import: cache.entry, cache.keys.
 #     left: a hit is then one dict lookup). The key ``LINEAR`` maps to the first linear
 #     entry.
 # The generated dispatcher, with ``fn``'s own signature, computes the key, looks up the
-# slot, runs the residual, counts the hit and calls the artifact. Anything else (the first
-# candidate failed, no slot) goes to the miss path, which walks all the candidates of the
-# key with full checks (``Snapshot.lookup``) before it compiles. So the fast path is only
-# ever a shortcut to the first candidate, and the miss path is the careful walk. The tests
+# slot, runs the residual, counts the hit and calls the artifact; when that residual fails
+# it runs the residuals of the key's other candidates (its *followers*, in rank order) the
+# same way. Anything else (every candidate failed, no slot) goes to the miss path, which
+# walks all the candidates of the key with full checks (``Snapshot.lookup``) before it
+# compiles. So the fast path is the same walk as the careful one, cut short by what the
+# key proves, and the miss path is the careful walk. The tests
 # compare all three on random entries and calls (tests/test_cache_dispatch.py).
 #
 # Threads: a snapshot is never changed once published. Publishing swaps one global in the
@@ -45,7 +47,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any, Optional
 
 from .entry import MISS_SLOT, CacheEntry, Dim, Slot
-from .keys import LINEAR, NOKEY, KeyCode
+from .keys import FOLLOWERS, LINEAR, NOKEY, KeyCode
 
 __all__ = ["Snapshot", "build_snapshot", "choose_dims", "linear_lookup"]
 
@@ -136,7 +138,7 @@ class Snapshot:
         keycode: KeyCode,
         buckets: dict[Hashable, tuple[CacheEntry, ...]],
         linear: tuple[CacheEntry, ...],
-        index: dict[Any, Slot],
+        index: dict[Any, Any],
     ) -> None:
         self.entries = entries
         self.keycode = keycode
@@ -184,11 +186,18 @@ def build_snapshot(entries: Sequence[CacheEntry], keycode: KeyCode) -> Snapshot:
     implied = frozenset(dims)
     buckets: dict[Hashable, tuple[CacheEntry, ...]] = {}
     index: dict[Any, Slot] = {}
+    followers: dict[Any, tuple[Slot, ...]] = {}
     for key, group in grouped.items():
         merged = tuple(heapq.merge(group, linear, key=lambda e: e.rank)) if linear else tuple(group)
         buckets[key] = merged
-        head = merged[0]
-        index[key] = head.slot(implied if head is group[0] else frozenset())
+        members = set(map(id, group))
+        slots = [e.slot(implied if id(e) in members else frozenset()) for e in merged]
+        index[key] = slots[0]
+        followers[key] = tuple(slots[1:])
     if not keycode.layout.exact:
         index[LINEAR] = linear[0].slot(frozenset()) if linear else MISS_SLOT
-    return Snapshot(ranked, keycode, buckets, tuple(linear), keycode.shape(index))
+        followers[LINEAR] = tuple(e.slot(frozenset()) for e in linear[1:])
+    shaped: dict[Any, Any] = keycode.shape(index)
+    if not keycode.layout.exact:
+        shaped[FOLLOWERS] = followers
+    return Snapshot(ranked, keycode, buckets, tuple(linear), shaped)

@@ -24,7 +24,12 @@ May import: cache.signature, cache.entry.
 #     is the *exact* variant: ``I[key]``, count, call; no residual is read, and a key miss
 #     goes straight to the miss path. Otherwise a key miss is an ordinary hit on the first
 #     linear entry, so the lookup is ``I.get(key) or I[LINEAR]`` (raising and catching a
-#     KeyError would cost more than the whole rest of the call).
+#     KeyError would cost more than the whole rest of the call). When the first
+#     candidate's residual fails, the dispatcher goes on through that key's *followers*
+#     (``I[FOLLOWERS][key]``, or those of ``LINEAR``): the remaining candidates in rank
+#     order, each with its own residual (a keyed entry's residual drops what the key
+#     proves, a linear entry's is its whole check). So a call for the second entry of a
+#     key (a dynamic entry behind a static one) is a hit too, not a trip to the miss path.
 """
 
 from __future__ import annotations
@@ -38,7 +43,10 @@ from typing import Any, NamedTuple, Optional
 from .entry import MISS_SLOT, CacheEntry, Dim, Slot
 from .signature import Signature, register_source
 
-__all__ = ["LINEAR", "NOKEY", "Dispatcher", "KeyCode", "Layout", "compute_layout"]
+__all__ = [
+    "FOLLOWERS", "LINEAR", "NOKEY", "Dispatcher", "KeyCode", "Layout", "compute_layout",
+    "empty_index",
+]
 
 
 class _Sentinel:
@@ -54,6 +62,14 @@ class _Sentinel:
 # The index key of the first linear entry, and key_of's "this call has no key".
 LINEAR = _Sentinel("LINEAR")
 NOKEY = _Sentinel("NOKEY")
+# The index key of the followers: key -> the slots after that key's first candidate, in
+# rank order (``LINEAR`` -> the linear entries after the first). See [Note: Key layout].
+FOLLOWERS = _Sentinel("FOLLOWERS")
+
+
+def empty_index() -> dict[Any, Any]:
+    """An index in which every call misses."""
+    return {LINEAR: MISS_SLOT, FOLLOWERS: {LINEAR: ()}}
 
 _TYPED = ("value", "type", "type_len", "type_keys")
 _SCALAR_TYPE_IDS = frozenset(id(t) for t in (int, float, complex, str, bytes, bool, type(None)))
@@ -213,12 +229,12 @@ class Dispatcher:
         self.ns.update(
             {f"{p}miss": miss, f"{p}type": type, f"{p}id": id, f"{p}len": len,
              f"{p}tuple": tuple, f"{p}dict": dict, f"{p}hash": hash, f"{p}LINEAR": LINEAR,
-             f"{p}NOKEY": NOKEY, f"{p}Exception": Exception}
+             f"{p}NOKEY": NOKEY, f"{p}FOLLOWERS": FOLLOWERS, f"{p}Exception": Exception}
         )
         self._generations = itertools.count()
         self._current: Optional[KeyCode] = None
         first = self.keycode(Layout((), (), False))
-        self.ns[first.index_name] = {LINEAR: MISS_SLOT}
+        self.ns[first.index_name] = empty_index()
         self.function: Callable[..., Any] = self.ns[f"{p}fn{first.generation}"]
         self.function.__code__ = first.code
         self._current = first
@@ -235,13 +251,14 @@ class Dispatcher:
         pre, parts, key = _key_code(layout, p, g, self.ns)
         nested = layout.exact and len(parts) > 1
         index = f"{p}index{g}"
-        s, r, values = f"{p}s", f"{p}r", sig.values
+        s, r, k, values = f"{p}s", f"{p}r", f"{p}k", sig.values
         # Every name the code reads is prefixed: a parameter may be called ``Exception``.
         exc = f"{p}Exception"
-        hit = f"        {s}.hits += 1\n        return {s}.artifact({sig.call})\n"
+        hit = f"{s}.hits += 1\n{{i}}return {s}.artifact({sig.call})\n"
         miss = f"return {p}miss({values})"
+        linear = f"{k} = {p}LINEAR\n{{i}}{s} = {index}[{p}LINEAR]\n"
         if not layout.dims:
-            body = f"    {s} = {index}[{p}LINEAR]\n"
+            body = "    " + linear.replace("{i}", "    ")
         elif layout.exact:
             # Nested dicts (``I[a][b]``) build no tuple and hash no tuple: faster per part.
             lookup = "".join(f"[{part}]" for part in parts) if nested else f"[{key}]"
@@ -250,20 +267,28 @@ class Dispatcher:
             # ``get``, not ``[]``: here a key miss is an ordinary hit on the first linear
             # entry, and raising KeyError would cost more than the rest of the call.
             body = (
-                f"    try:\n        {s} = {index}.get({key}) or {index}[{p}LINEAR]\n"
-                f"    except {exc}:\n        {s} = {index}[{p}LINEAR]\n"
+                f"    try:\n        {k} = {key}\n"
+                f"        {s} = {index}.get({k}) or {index}[{p}LINEAR]\n"
+                f"    except {exc}:\n        " + linear.replace("{i}", "        ")
             )
         if pre:
             cond = " and ".join(pre)
             inner = "".join("    " + line + "\n" for line in body.splitlines())
-            fallback = f"        {miss}\n" if layout.exact else f"        {s} = {index}[{p}LINEAR]\n"
+            fallback = (f"        {miss}\n" if layout.exact
+                        else "        " + linear.replace("{i}", "        "))
             body = f"    if {cond}:\n{inner}    else:\n{fallback}"
         if layout.exact:
-            tail = f"    {s}.hits += 1\n    return {s}.artifact({sig.call})\n"
+            tail = "    " + hit.replace("{i}", "    ")
         else:
+            f = f"{p}f"
             tail = (
                 f"    {r} = {s}.residual\n"
-                f"    if {r} is None or {r}({values}):\n{hit}"
+                f"    if {r} is None or {r}({values}):\n        " + hit.replace("{i}", "        ") +
+                f"    {f} = {index}[{p}FOLLOWERS]\n"
+                f"    for {s} in {f}.get({k}) or {f}[{p}LINEAR]:\n"
+                f"        {r} = {s}.residual\n"
+                f"        if {r} is None or {r}({values}):\n            "
+                + hit.replace("{i}", "            ") +
                 f"    {miss}\n"
             )
         key_body = f"        {p}k = {key}\n        {p}hash({p}k)\n        return {p}k\n"
@@ -297,7 +322,7 @@ class Dispatcher:
             self.function.__code__ = keycode.code
             self._current = keycode
             if old is not None and old.index_name != keycode.index_name:
-                self.ns[old.index_name] = {LINEAR: MISS_SLOT}
+                self.ns[old.index_name] = empty_index()
 
     @property
     def source(self) -> str:

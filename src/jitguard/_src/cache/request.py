@@ -1,7 +1,8 @@
 """What the user's compiler is given (``CompileRequest``) and how it asks to start over
 (``RestartCompile``).
 
-May import: errors, guards, ids, sources, contexts, cache.signature, cache.policy.
+May import: errors, global_state, guards, ids, sources, contexts, cache.signature,
+cache.policy.
 
 # [Note: The compiler contract]
 # ``compiler(request) -> artifact``: the artifact is a callable taking the same arguments as
@@ -16,6 +17,15 @@ May import: errors, guards, ids, sources, contexts, cache.signature, cache.polic
 # reads ``0/1_1``) from a fresh tracing context, optionally with some arguments now
 # dynamic or static. Any other exception reaches the caller of the specialized function
 # unchanged, and the cache stays as it was.
+#
+# [Note: Global states a compiler leaves out]
+# Every entry is guarded by GLOBAL_STATE over every guarded state of the registry, because
+# the cache cannot know which of them the artifact reads. A compiler that does know may say
+# so: ``request.ignore_global_states("autocast_cpu_dtype", guard_instead=[...])`` leaves a
+# state out of the entry's GLOBAL_STATE guard, and may name a weaker state to check in its
+# place. That is a claim about the artifact, and only as sound as the compiler's knowledge:
+# jitguard.torch.compile makes it for the autocast dtypes only when the trace read neither
+# the dtype nor ran under autocast ([Note: Autocast dtypes a trace did not read]).
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from typing import Any, NoReturn, Optional, Union
 
 from ..contexts import CompileContext, TracingContext
 from ..errors import JitGuardError
+from ..global_state import global_states
 from ..guards import GuardEnvExpr, Source
 from ..ids import CompileId, TraceId
 from ..sources import LocalSource
@@ -102,6 +113,7 @@ class CompileRequest:
         self.shape_guards: list[Any] = []
         self.symbol_sources: dict[Any, Source] = {}
         self.aliasing_allowed: set[Source] = set()
+        self.ignored_states: dict[str, tuple[str, ...]] = {}
 
     @property
     def args(self) -> tuple[Any, ...]:
@@ -153,6 +165,30 @@ class CompileRequest:
         """Say the artifact does not care whether these arguments are the same object as
         another: no aliasing guards are made for them ([Note: Aliasing guards])."""
         self.aliasing_allowed.update(as_source(s) for s in sources)
+
+    def ignore_global_states(self, *names: str, guard_instead: Iterable[str] = ()) -> None:
+        """Say the artifact does not depend on these global states: the entry's GLOBAL_STATE
+        guard leaves them out, and checks the states ``guard_instead`` names (registered,
+        guarded or not: a weaker state that still matters) in their place. The compiler
+        answers for this being true ([Note: Global states a compiler leaves out])."""
+        instead = tuple(guard_instead)
+        for name in (*names, *instead):
+            if name not in global_states:
+                raise JitGuardError(
+                    f"ignore_global_states: no global state named {name!r}; registered: "
+                    f"{sorted(s.name for s in global_states.states())}"
+                )
+        for name in names:
+            self.ignored_states[name] = instead
+
+    def global_state_names(self) -> Optional[tuple[str, ...]]:
+        """The states the entry's GLOBAL_STATE guard checks: None for every guarded state
+        (nothing ignored), else the guarded ones not ignored and those guarded instead."""
+        if not self.ignored_states:
+            return None
+        kept = [s.name for s in global_states.guarded() if s.name not in self.ignored_states]
+        extra = [n for i in self.ignored_states.values() for n in i]
+        return tuple(dict.fromkeys([*kept, *extra]))
 
     def restart(
         self, reason: str = "", *, dynamic: Iterable[SourceLike] = (),

@@ -15,7 +15,7 @@ import types
 from collections.abc import Hashable
 from typing import Any, Optional
 
-from ..errors import GuardKindError
+from ..errors import GuardKindError, JitGuardError
 from ..global_state import global_states
 from .kinds import EmitContext, GuardKind, RelationalKind, register_guard_kind
 from .values import Ident, describe_ident, show, type_name
@@ -718,7 +718,9 @@ class NoAliasing(RelationalKind):
 
 
 class GlobalStateKind(GuardKind):
-    """Every guarded state of the global-state registry still has its build-time value.
+    """Every guarded state of the global-state registry still has its build-time value; with
+    ``states=`` (names), exactly those states, guarded or not: a compiler whose artifact does
+    not read some state leaves it out (see ``CompileRequest.ignore_global_states``).
 
     The params are a ``GlobalStateSnapshot``. ``holds`` (the reference) and ``reason`` read
     each state; the generated check calls each group's fast checker and reads only the
@@ -730,8 +732,17 @@ class GlobalStateKind(GuardKind):
     reads_value = False
 
     def expect(self, value: Any, guard: Any, **options: Any) -> Any:
+        states = options.pop("states", None)
         super().expect(value, guard, **options)
-        return global_states.snapshot()
+        if isinstance(states, str):
+            raise GuardKindError(
+                f"GLOBAL_STATE states= takes an iterable of state names, got the string "
+                f"{states!r}; write states=[{states!r}]"
+            )
+        try:
+            return global_states.snapshot(states)
+        except JitGuardError as e:
+            raise GuardKindError(f"GLOBAL_STATE on {guard.name}: {e}") from None
 
     def holds(self, value: Any, params: Any) -> bool:
         # A read that raises is a changed state (the generated code fails on it too); holding

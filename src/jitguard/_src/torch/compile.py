@@ -3,7 +3,7 @@ entry is a ``make_fx`` trace of the function over fake inputs, guarded by the te
 layouts and the ShapeEnv's shape guards; ``mark_dynamic`` and automatic dynamic shapes.
 
 May import: jitguard._src.guards, jitguard._src.sources, jitguard._src.contexts,
-jitguard._src.compiler.*, jitguard._src.cache.*, jitguard._src.torch.*, torch.
+jitguard._src.global_state, jitguard._src.compiler.*, jitguard._src.cache.*, jitguard._src.torch.*, torch.
 
 # Which dims are symbolic: [Note: Dynamic shapes in jitguard.torch.compile] (``automatic``).
 #
@@ -22,7 +22,9 @@ jitguard._src.compiler.*, jitguard._src.cache.*, jitguard._src.torch.*, torch.
 #     helper the function calls) are not seen: keep what the function depends on in its
 #     arguments;
 #   * guards by value any argument the cache made dynamic that the trace cannot take
-#     symbolically (a float, a string).
+#     symbolically (a float, a string);
+#   * leaves out of GLOBAL_STATE the autocast dtypes the trace did not read
+#     ([Note: Autocast dtypes a trace did not read]).
 # When the function cannot be traced ([Note: What a trace assumes]) the entry runs the
 # function eagerly (``fullgraph=True`` raises instead); its reason is kept.
 #
@@ -56,10 +58,13 @@ from ..cache.specialize import FunctionCache, cache_of, specialize
 from ..compiler.builder import GuardBuilder
 from ..compiler.kinds import get_guard_kind
 from ..contexts import CompileContext
+from ..global_state import global_states
 from ..guards import ChainedSource, Guard, Source
 from ..sources import AttrSource, CellContentsSource, ClosureSource, GetItemSource, GlobalSource
+from .autocast_reads import UNKNOWN, autocast_dtype_reads
 from .automatic import marked_dims, size_only_changes
 from .reads import ALL
+from .state import DTYPE_STATES
 from .trace import ArgLeaf, Traced, TraceError, flatten_args, trace
 
 __all__ = ["CompiledEntryInfo", "TorchCompiler", "compile", "traced_info"]
@@ -193,12 +198,13 @@ class TorchCompiler:
         info = CompiledEntryInfo(request.compile_id, None, {s: d for s, d in dyn_dims.items() if d}, dyn_ints)
         self.infos[request.compile_id] = info
         try:
-            traced = trace(
-                request.fn, names, values,
-                dynamic_dims=dyn_dims, dynamic_ints=dyn_ints,
-                name=f"{getattr(request.fn, '__qualname__', 'fn')} {request.compile_id}",
-                forward=sig.forward, header=sig.header, defaults=sig.namespace, watch=watch,
-            )
+            with autocast_dtype_reads() as dtypes_read:
+                traced = trace(
+                    request.fn, names, values,
+                    dynamic_dims=dyn_dims, dynamic_ints=dyn_ints,
+                    name=f"{getattr(request.fn, '__qualname__', 'fn')} {request.compile_id}",
+                    forward=sig.forward, header=sig.header, defaults=sig.namespace, watch=watch,
+                )
         except TraceError as e:
             if self.fullgraph:
                 raise
@@ -206,6 +212,7 @@ class TorchCompiler:
             log.info("%s: cannot trace, entry %s runs eagerly: %s", request.fn, request.compile_id, e)
             return request.fn
         info.traced = traced
+        self._relax_autocast_dtypes(request, dtypes_read)
         self._guard_attributes(request, traced)
         self._guard_tensors(request, traced)
         request.add_shape_guards(traced.shapes.shape_guards, traced.shapes.symbol_sources)
@@ -213,6 +220,16 @@ class TorchCompiler:
         if compile_ctx is not None:
             compile_ctx.shape_env_guards.extend(traced.shapes.describe())
         return traced.run
+
+    @staticmethod
+    def _relax_autocast_dtypes(request: CompileRequest, read: set[str]) -> None:
+        """[Note: Autocast dtypes a trace did not read]: a device's dtype the trace did not
+        read is guarded only while that device's autocast is on."""
+        if UNKNOWN in read:
+            return
+        for device, (dtype, weak) in DTYPE_STATES.items():
+            if device not in read and dtype in global_states and weak in global_states:
+                request.ignore_global_states(dtype, guard_instead=[weak])
 
     def _guard_tensors(self, request: CompileRequest, traced: Traced) -> None:
         """[Note: What jitguard.torch.compile guards]: the traced tensors' TENSOR_MATCH

@@ -46,6 +46,11 @@ May import: jitguard._src.global_state, torch.
 # registered only when GlobalStateGuard exists and its JSON has exactly the fields above
 # (another torch version may compare more, which would make the checker stricter than its
 # members); else every state is read on its own.
+# Three variants ("torch_relaxed_cpu", "torch_relaxed_cuda", "torch_relaxed_cpu_cuda") have
+# a device's ``autocast_<device>_dtype_while_enabled`` (the dtype while that device's
+# autocast is on, else None: exactly what GlobalStateGuard compares of it) as a member in
+# place of its dtype, and skip that read. A GLOBAL_STATE guard over those states (a compiler
+# left the dtypes out, [Note: Autocast dtypes a trace did not read]) uses one of them.
 #
 # Measured (bench/bench_global_state.py, a shared 2-core machine, thread CPU time): the
 # GLOBAL_STATE check ~0.8-1.3 us, against ~1.3-2.1 us for the fourteen per-state reads it
@@ -72,6 +77,7 @@ import torch
 from ..global_state import global_states
 
 __all__ = [
+    "DTYPE_STATES",
     "GROUP",
     "STATES",
     "autocast_other_devices",
@@ -107,6 +113,12 @@ STATES = (
     "torch_function_enabled", "torch_function_all_disabled", "torch_function_mode_stack",
     "default_device",
 )
+#: Per device whose autocast dtype is a state of its own: (that state, its weaker form, which
+#: reads the dtype only while the device's autocast is on, and is None while it is off).
+DTYPE_STATES = {
+    "cpu": ("autocast_cpu_dtype", "autocast_cpu_dtype_while_enabled"),
+    "cuda": ("autocast_gpu_dtype", "autocast_gpu_dtype_while_enabled"),
+}
 # GlobalStateGuard's fields in torch 2.13 (see [Note: The torch state group]).
 _GUARD_FIELDS = frozenset({
     "grad_mode", "autocast_state", "torch_function", "torch_function_all_disabled",
@@ -186,39 +198,60 @@ def _set_deterministic_warn_only(warn_only: bool) -> None:
     )
 
 
-def snapshot() -> Callable[[], Any]:
-    """The "torch" group's snapshot: a checker true iff every torch state still has the value
-    it has now ([Note: The torch state group])."""
-    check = _GlobalStateGuard().check
-    cpu, cuda = _autocast_dtype("cpu"), _autocast_dtype("cuda")
-    # While a device's autocast is on, GlobalStateGuard compares its dtype itself.
-    cpu_on, cuda_on = _is_autocast("cpu"), _is_autocast("cuda")
-    inference = _is_inference()
-    if not _len_stack():
+def _snapshot_pinning(pin_cpu: bool, pin_cuda: bool) -> Callable[[], Callable[[], Any]]:
+    """The snapshot of a torch state group: with ``pin_<device>`` the group's member is that
+    device's autocast dtype (compared even while its autocast is off), else its
+    ``..._while_enabled`` form (which GlobalStateGuard compares by itself)."""
 
-        def torch_state_unchanged() -> Any:
+    def snapshot() -> Callable[[], Any]:
+        check = _GlobalStateGuard().check
+        cpu, cuda = _autocast_dtype("cpu"), _autocast_dtype("cuda")
+        # While a device's autocast is on, GlobalStateGuard compares its dtype itself.
+        cpu_free = _is_autocast("cpu") or not pin_cpu
+        cuda_free = _is_autocast("cuda") or not pin_cuda
+        inference = _is_inference()
+        if not _len_stack() and cpu_free and cuda_free:
+
+            def torch_state_unchanged_dtypes_free() -> Any:
+                return check() and not _len_stack() and _is_inference() is inference
+
+            return torch_state_unchanged_dtypes_free
+        if not _len_stack():
+
+            def torch_state_unchanged() -> Any:
+                return (
+                    check()
+                    and not _len_stack()
+                    and _is_inference() is inference
+                    and (cpu_free or _autocast_dtype("cpu") is cpu)
+                    and (cuda_free or _autocast_dtype("cuda") is cuda)
+                )
+
+            return torch_state_unchanged
+        modes, device = torch_function_mode_types(), default_device()
+
+        def torch_state_and_modes_unchanged() -> Any:
             return (
                 check()
-                and not _len_stack()
                 and _is_inference() is inference
-                and (cpu_on or _autocast_dtype("cpu") is cpu)
-                and (cuda_on or _autocast_dtype("cuda") is cuda)
+                and (cpu_free or _autocast_dtype("cpu") is cpu)
+                and (cuda_free or _autocast_dtype("cuda") is cuda)
+                and torch_function_mode_types() == modes
+                and default_device() == device
             )
 
-        return torch_state_unchanged
-    modes, device = torch_function_mode_types(), default_device()
+        return torch_state_and_modes_unchanged
 
-    def torch_state_and_modes_unchanged() -> Any:
-        return (
-            check()
-            and _is_inference() is inference
-            and (cpu_on or _autocast_dtype("cpu") is cpu)
-            and (cuda_on or _autocast_dtype("cuda") is cuda)
-            and torch_function_mode_types() == modes
-            and default_device() == device
-        )
+    return snapshot
 
-    return torch_state_and_modes_unchanged
+
+#: The "torch" group's snapshot: a checker true iff every torch state still has the value
+#: it has now ([Note: The torch state group]).
+snapshot = _snapshot_pinning(True, True)
+
+
+def _dtype_while_enabled(device: str) -> Optional[torch.dtype]:
+    return _autocast_dtype(device) if _is_autocast(device) else None
 
 
 def group_available() -> bool:
@@ -289,5 +322,20 @@ def register_states() -> None:
     reg("torch_function_all_disabled", torch._C._is_torch_function_all_disabled)
     reg("torch_function_mode_stack", torch_function_mode_types)
     reg("default_device", default_device)
+    # Unguarded unless a compiler asks for them in place of the dtypes
+    # ([Note: Autocast dtypes a trace did not read]).
+    for device, (_, weak) in DTYPE_STATES.items():
+        reg(weak, functools.partial(_dtype_while_enabled, device), guarded=False)
     if group_available():
-        global_states.register_group(GROUP, STATES, snapshot, replace=True)
+        for pin_cpu in (True, False):
+            for pin_cuda in (True, False):
+                members = list(STATES)
+                for device, pin in (("cpu", pin_cpu), ("cuda", pin_cuda)):
+                    if not pin:
+                        dtype, weak = DTYPE_STATES[device]
+                        members[members.index(dtype)] = weak
+                unpinned = [d for d, pin in (("cpu", pin_cpu), ("cuda", pin_cuda)) if not pin]
+                name = "_".join([GROUP, *(["relaxed", *unpinned] if unpinned else [])])
+                global_states.register_group(
+                    name, members, _snapshot_pinning(pin_cpu, pin_cuda), replace=True
+                )
