@@ -96,3 +96,19 @@ def test_generated_agrees_with_reference(shapes: list[Any], probes: list[Any], v
         values.append(t)
     assert c(*values) == c.reference(*values)
     assert c(*build) and c.reference(*build)
+
+
+def test_two_sources_holding_one_tensor() -> None:
+    """The C++ checker rejects a tensor passed twice; the reference agrees and the reason
+    names the two sources. A batch built over one tensor twice is refused."""
+    from jitguard import GuardKindError
+
+    a, b = torch.randn(3), torch.randn(3)
+    c = batch_check(a, b)
+    assert c(a, b) and c.reference(a, b)
+    assert c(a, a) is False and c.reference(a, a) is False
+    assert c.explain(a, a)[0].reason == (
+        "TENSOR_MATCH on 2 tensors: L['a'], L['b'] failed: L['a'] is the same tensor as L['b']"
+    )
+    with pytest.raises(GuardKindError, match=r"L\['a'\] and L\['b'\] hold the same tensor"):
+        batch_check(a, a)

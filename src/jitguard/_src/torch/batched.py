@@ -18,6 +18,12 @@ jitguard._src.torch.tensor_match, torch.
 # text. The checker is built with the dynamic-dims keywords always given (without them the
 # 2.13 binary crashes); if a torch build lacks it, the check falls back to the Python
 # meaning. Only strided tensors are batched.
+#
+# The C++ checker also insists that no two of its tensors are the same object (a batch is
+# of distinct inputs), so TENSORS_MATCH's meaning includes that: the reference fails, and
+# the reason says which two sources hold one tensor, exactly when the C++ check does; and
+# a batch built over one tensor twice is refused (guard the second source with TENSOR_MATCH
+# or DUPLICATE_INPUT instead).
 """
 
 from __future__ import annotations
@@ -81,6 +87,16 @@ class TensorsMatch(RelationalKind):
             for opts, dims in zip(per_tensor, given, strict=True):
                 if dims is not None:
                     opts[what] = dims
+        first: dict[int, int] = {}
+        for i, v in enumerate(value):
+            j = first.setdefault(id(v), i)
+            if j != i:
+                names = (guard.name, *(s.name() for s in options.get("others", ())))
+                raise GuardKindError(
+                    f"TENSORS_MATCH on {guard.name}: {names[j]} and {names[i]} hold the same "
+                    f"tensor; batch each tensor once and guard the other source with "
+                    f"TENSOR_MATCH or DUPLICATE_INPUT"
+                )
         for v, opts in zip(value, per_tensor, strict=True):
             spec = _TENSOR_MATCH.expect(v, guard, dispatch_keys="torch", **opts)
             if spec.strides is None:
@@ -99,8 +115,10 @@ class TensorsMatch(RelationalKind):
         return BatchSpec(tuple(specs), checker)
 
     def holds(self, value: Any, params: BatchSpec) -> bool:
-        return len(value) == len(params.specs) and all(
-            _TENSOR_MATCH.holds(v, s) for v, s in zip(value, params.specs, strict=False)
+        return (
+            len(value) == len(params.specs)
+            and all(_TENSOR_MATCH.holds(v, s) for v, s in zip(value, params.specs, strict=False))
+            and _first_shared(value) is None
         )
 
     def emit(self, var: Any, params: BatchSpec, ctx: EmitContext) -> str:
@@ -116,7 +134,21 @@ class TensorsMatch(RelationalKind):
         for n, v, s in zip(name, value, params.specs, strict=False):
             if not _holds_quietly(v, s):
                 return _TENSOR_MATCH.reason(n, v, s)
+        shared = _first_shared(value)
+        if shared is not None:
+            i, j = shared
+            return f"{self.code(name, params)} failed: {name[i]} is the same tensor as {name[j]}"
         return f"{self.code(name, params)} failed"
+
+
+def _first_shared(values: Any) -> Any:
+    """(i, j) for the first two positions holding the same object, or None."""
+    seen: dict[int, int] = {}
+    for j, v in enumerate(values):
+        i = seen.setdefault(id(v), j)
+        if i != j:
+            return (i, j)
+    return None
 
 
 def _holds_quietly(value: Any, spec: TensorSpec) -> bool:

@@ -64,6 +64,7 @@ class ModuleStateSpec(NamedTuple):
     forward: Optional[Ident]  # an instance-level forward, or None
     compiled: Optional[Ident]  # a compile()d call, or None
     via_dict: bool  # read the instance attributes from ``__dict__`` (see ModuleState)
+    class_compiled_none: bool = False  # the class's ``_compiled_call_impl`` is None
 
 
 # The registries whose keys (in order) say what a module holds.
@@ -134,6 +135,16 @@ def _hooks_hold(
 
 
 _FORWARD = "forward"
+_COMPILED = "_compiled_call_impl"
+
+
+def _class_attr_is_none(tp: type, name: str) -> bool:
+    """The class attribute ``name`` (found along the MRO) is None and no data descriptor,
+    so an instance without ``name`` in its ``__dict__`` reads None."""
+    for klass in tp.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name] is None
+    return False
 _INSTANCE_ATTRS = ("training", *MODULE_DICTS, *HOOK_DICTS, *(s for t in _HOOK_SIDE_TABLES.values() for s in t))
 
 
@@ -174,7 +185,7 @@ class ModuleState(GuardKind):
             )
         attrs = HOOK_DICTS if options.get("hooks", True) else ()
         forward = value.__dict__.get(_FORWARD)
-        compiled = getattr(value, "_compiled_call_impl", None)
+        compiled = getattr(value, _COMPILED, None)
         needed = ("training", *MODULE_DICTS, *attrs, *(s for a in attrs for s in _HOOK_SIDE_TABLES[a]))
         return ModuleStateSpec(
             training=bool(value.training),
@@ -184,6 +195,7 @@ class ModuleState(GuardKind):
             forward=None if forward is None else Ident(forward),
             compiled=None if compiled is None else Ident(compiled),
             via_dict=_plain_instance_attrs(value, needed),
+            class_compiled_none=_class_attr_is_none(type(value), _COMPILED),
         )
 
     def holds(self, value: Any, params: ModuleStateSpec) -> bool:
@@ -235,7 +247,8 @@ class ModuleState(GuardKind):
         parts = [f"{training} is {'True' if params.training else 'False'}"]
         for attr, keys in params.keys:
             if keys:
-                parts.append(f"list({read(attr)}) == {ctx.const(list(keys), 'keys')}")
+                # ``[*d]`` builds the key list without looking up and calling ``list``.
+                parts.append(f"[*{read(attr)}] == {ctx.const(list(keys), 'keys')}")
             else:
                 parts.append(f"not {read(attr)}")
         parts += _emit_hooks(read, params.hook_attrs, params.hooks, ctx)
@@ -245,7 +258,11 @@ class ModuleState(GuardKind):
             parts.append(f"{fwd} not in {where}")
         else:
             parts.append(ctx.identical(f"{where}.get({fwd})", params.forward, "forward"))
-        if params.compiled is None:
+        if params.compiled is None and params.via_dict and params.class_compiled_none:
+            # Not compile()d: no instance attribute shadows the class's None (a dict test,
+            # where the attribute read misses the instance dict and walks the class).
+            parts.append(f"{ctx.const(_COMPILED, 'attr')} not in {instance}")
+        elif params.compiled is None:
             parts.append(f"{var}._compiled_call_impl is None")
         else:
             parts.append(ctx.identical(f"{var}._compiled_call_impl", params.compiled, "compiled"))
