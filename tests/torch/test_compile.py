@@ -312,6 +312,52 @@ class Config:
         self.k = k
 
 
+# ---- globals read by helpers ([Note: Globals read by helpers]) ----------------------------
+
+BIAS = 1.0
+
+
+def _add_bias(x: Any) -> Any:
+    return x + BIAS
+
+
+class _Biased(torch.nn.Module):
+    def forward(self, x: Any) -> Any:
+        return _add_bias(x) * BIAS
+
+
+def test_globals_read_by_a_helper_are_guarded() -> None:
+    """A global read only by a same-module helper the function calls is guarded: changing
+    it recompiles (with a reason naming it) and the result follows eager code."""
+    global BIAS
+    cf = jgt.compile(lambda x: _add_bias(x) * 2)
+    x = torch.zeros(2)
+    torch.testing.assert_close(cf(x), torch.full((2,), 2.0))
+    BIAS = 3.0
+    try:
+        torch.testing.assert_close(cf(x), torch.full((2,), 6.0))
+        (reason,) = cache_of(cf).reasons()
+        assert "G['BIAS'] == 1.0 failed: got 3.0" in reason
+    finally:
+        BIAS = 1.0
+
+
+def test_globals_read_by_a_module_forward_are_guarded() -> None:
+    """A compiled module whose forward (and the helper it calls) reads a global: the global
+    is guarded through the class's forward, and changing it recompiles."""
+    global BIAS
+    cm = jgt.compile(_Biased())
+    x = torch.zeros(2)
+    torch.testing.assert_close(cm(x), torch.full((2,), 1.0))
+    BIAS = 2.0
+    try:
+        torch.testing.assert_close(cm(x), torch.full((2,), 4.0))
+        (reason,) = cache_of(cm).reasons()
+        assert ".forward.__globals__['BIAS'] == 1.0 failed: got 2.0" in reason
+    finally:
+        BIAS = 1.0
+
+
 def test_object_attributes_are_guarded() -> None:
     cf = jgt.compile(lambda x, cfg: x * cfg.k)
     cfg = Config(2.0)

@@ -127,7 +127,11 @@ class Ident:
         except TypeError:
             return None
 
-    def _died(self, _ref: Any) -> None:
+    def _died(self, _ref: Any, _finalizing: Any = sys.is_finalizing) -> None:
+        # At interpreter exit objects die while modules are torn down, and no check runs
+        # any more: invalidating then can only fail (printing "Exception ignored ...").
+        if _finalizing():
+            return
         listeners, self._listeners = self._listeners, []
         for callback in listeners:
             callback()

@@ -18,9 +18,9 @@ jitguard._src.global_state, jitguard._src.compiler.*, jitguard._src.cache.*, jit
 #   * guards by value the attributes of argument objects (and of their submodules) that
 #     the trace read ([Note: Watching attribute reads]), and every global the function's
 #     own code names that holds a constant (by value) or a tensor (by identity and
-#     TENSOR_MATCH): the trace bakes them in. Reads deeper than that (a global read by a
-#     helper the function calls) are not seen: keep what the function depends on in its
-#     arguments;
+#     TENSOR_MATCH): the trace bakes them in; the same for the globals named by helpers of
+#     the same module that ran in the trace ([Note: Globals read by helpers]). A helper in
+#     another module is not seen: keep what the function depends on in its arguments;
 #   * guards by value any argument the cache made dynamic that the trace cannot take
 #     symbolically (a float, a string);
 #   * leaves out of GLOBAL_STATE the autocast dtypes the trace did not read
@@ -60,9 +60,17 @@ from ..compiler.kinds import get_guard_kind
 from ..contexts import CompileContext
 from ..global_state import global_states
 from ..guards import ChainedSource, Guard, Source
-from ..sources import AttrSource, CellContentsSource, ClosureSource, GetItemSource, GlobalSource
+from ..sources import (
+    AttrSource,
+    CellContentsSource,
+    ClosureSource,
+    GetItemSource,
+    GlobalSource,
+    TypeSource,
+)
 from .autocast_reads import UNKNOWN, autocast_dtype_reads
 from .automatic import marked_dims, size_only_changes
+from .global_reads import codes_run_with
 from .reads import ALL
 from .state import DTYPE_STATES
 from .trace import ArgLeaf, Traced, TraceError, flatten_args, trace
@@ -197,8 +205,11 @@ class TorchCompiler:
         watch += self._guard_callable(request, leaves)
         info = CompiledEntryInfo(request.compile_id, None, {s: d for s, d in dyn_dims.items() if d}, dyn_ints)
         self.infos[request.compile_id] = info
+        root = _globals_root(request, leaves)
         try:
-            with autocast_dtype_reads() as dtypes_read:
+            with autocast_dtype_reads() as dtypes_read, codes_run_with(
+                root[0] if root is not None else {}
+            ) as codes_run:
                 traced = trace(
                     request.fn, names, values,
                     dynamic_dims=dyn_dims, dynamic_ints=dyn_ints,
@@ -212,6 +223,8 @@ class TorchCompiler:
             log.info("%s: cannot trace, entry %s runs eagerly: %s", request.fn, request.compile_id, e)
             return request.fn
         info.traced = traced
+        if root is not None and codes_run:
+            _guard_helper_globals(request, root, codes_run)
         self._relax_autocast_dtypes(request, dtypes_read)
         self._guard_attributes(request, traced)
         self._guard_tensors(request, traced)
@@ -351,6 +364,46 @@ def _guard_globals(
             if isinstance(value, torch.nn.Module) or _plain_object(value):
                 watch.append((source_of(name), value))
     return watch
+
+
+_Root = tuple[dict[str, Any], Callable[[str], Source], Optional[types.CodeType]]
+
+
+def _globals_root(request: CompileRequest, leaves: list[ArgLeaf]) -> Optional[_Root]:
+    """The module dict whose helpers' globals are guarded after the trace, with the source
+    of one of its names ([Note: Globals read by helpers]): the compiled function's, or for
+    a callable passed through ``_invoke``, its function's, or the one of the function that
+    is its class's ``forward``; and the code whose globals were guarded before the trace."""
+    if request.fn is not _invoke:
+        fglobals = getattr(request.fn, "__globals__", None)
+        own = getattr(request.fn, "__code__", None)
+        return (fglobals, GlobalSource, own) if isinstance(fglobals, dict) else None
+    head = leaves[0]
+    fn, src = head.value, head.source
+    guarded = True
+    if inspect.ismethod(fn):
+        fn, src = fn.__func__, AttrSource(src, "__func__")
+    elif isinstance(fn, torch.nn.Module):
+        fn, src = getattr(type(fn), "forward", None), AttrSource(TypeSource(src), "forward")
+        guarded = False
+    if not isinstance(fn, types.FunctionType):
+        return None
+    globals_src = AttrSource(src, "__globals__")
+    return (fn.__globals__, lambda name: GetItemSource(globals_src, name),
+            fn.__code__ if guarded else None)
+
+
+def _guard_helper_globals(request: CompileRequest, root: _Root, codes: set[types.CodeType]) -> None:
+    """Guard the globals named by the code of root-module functions that ran in the trace
+    ([Note: Globals read by helpers]); the compiled function's own were guarded before."""
+    fglobals, source_of, own = root
+    seen: set[str] = set(own.co_names) if own is not None else set()
+    for code in sorted(codes, key=lambda c: (c.co_filename, c.co_firstlineno)):
+        for name in code.co_names:
+            if name in seen or name not in fglobals or hasattr(builtins, name):
+                continue
+            seen.add(name)
+            _guard_baked(request, source_of(name), fglobals[name])
 
 
 def _plain_object(v: Any) -> bool:
