@@ -33,15 +33,15 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
 import json
 import platform
-import statistics
 import sys
 import time
 import timeit
 from collections.abc import Callable
 from typing import Any
+
+from _timing import median, meta, time_variants
 
 import jitguard
 from jitguard import cache_of, specialize
@@ -52,15 +52,6 @@ ENTRY_COUNTS = (1, 8, 64, 512)
 LOOP = 512  # values per timed loop in the entry scenarios
 
 
-def _calibrate(timer: timeit.Timer, batch_s: float) -> int:
-    number = 1
-    while True:
-        t = timer.timeit(number)
-        if t >= batch_s / 4:
-            return max(1, int(number * batch_s / t))
-        number *= 4
-
-
 def time_alternating(
     stmts: dict[str, tuple[str, dict[str, Any]]], reps: int, batch_s: float, per: int = 1,
     inner: int = 3,
@@ -69,29 +60,7 @@ def time_alternating(
     ``inner`` batches, the statements alternated within the repetition (order reversed on
     every other pass); gc disabled."""
     timers = {k: timeit.Timer(s, globals=g) for k, (s, g) in stmts.items()}
-    numbers = {k: _calibrate(t, batch_s) for k, t in timers.items()}
-    out: dict[str, list[float]] = {k: [] for k in stmts}
-    order = list(stmts)
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(reps):
-            best = dict.fromkeys(order, float("inf"))
-            for i in range(inner):
-                for k in order if i % 2 == 0 else reversed(order):
-                    t = timers[k].timeit(numbers[k]) / numbers[k] / per * 1e9
-                    best[k] = min(best[k], t)
-            for k in order:
-                out[k].append(best[k])
-    finally:
-        if was:
-            gc.enable()
-    return out
-
-
-def _median(xs: list[float]) -> float:
-    return float(statistics.median(xs))
+    return time_variants(timers, reps, batch_s, per=per, inner=inner)
 
 
 # ---- scenario o: overhead against lru_cache ----------------------------------------------
@@ -118,13 +87,13 @@ def scenario_overhead(n_args: int, reps: int, batch_s: float) -> dict[str, Any]:
     overhead = [s - a for s, a in zip(times["spec"], times["art"], strict=True)]
     ratios = [o / lr for o, lr in zip(overhead, times["lru"], strict=True)]
     assert cache_of(spec).stats().compiles == 1, "the benchmark recompiled"
-    ratio = _median(ratios)
+    ratio = median(ratios)
     return {
         "title": f"{n_args} int arg{'s' if n_args > 1 else ''}: hit overhead vs lru_cache",
-        "artifact_ns": round(_median(times["art"]), 1),
-        "hit_ns": round(_median(times["spec"]), 1),
-        "overhead_ns": round(_median(overhead), 1),
-        "lru_cache_ns": round(_median(times["lru"]), 1),
+        "artifact_ns": round(median(times["art"]), 1),
+        "hit_ns": round(median(times["spec"]), 1),
+        "overhead_ns": round(median(overhead), 1),
+        "lru_cache_ns": round(median(times["lru"]), 1),
         "ratio": round(ratio, 3),
         "target": LRU_TARGET,
         "meets_target": ratio <= LRU_TARGET,
@@ -176,12 +145,12 @@ def scenario_entries(reps: int, batch_s: float) -> dict[str, Any]:
         for kind in ("newest", "lru"):
             key = f"e{count}_{kind}"
             ratios = [t / b for t, b in zip(times[key], base[kind], strict=True)]
-            ratio = _median(ratios)
+            ratio = median(ratios)
             results[key] = {
                 "title": f"{count} entr{'y' if count == 1 else 'ies'}, hit the "
                          f"{'newest' if kind == 'newest' else 'least recently used'}",
                 "entries": count,
-                "hit_ns": round(_median(times[key]), 1),
+                "hit_ns": round(median(times[key]), 1),
                 "hit_min_ns": round(min(times[key]), 1),
                 "ratio_vs_1_entry": round(ratio, 3),
                 "target": ENTRIES_TARGET,
@@ -191,7 +160,7 @@ def scenario_entries(reps: int, batch_s: float) -> dict[str, Any]:
             }
     results["direct"] = {
         "title": "the body called directly (same loop)",
-        "call_ns": round(_median(times["direct"]), 1),
+        "call_ns": round(median(times["direct"]), 1),
     }
     return results
 
@@ -213,9 +182,9 @@ def scenario_dynamic(reps: int, batch_s: float) -> dict[str, Any]:
     assert cache.stats().compiles == 2, "the benchmark recompiled"
     return {
         "title": "hit a dynamic entry (one residual check)",
-        "artifact_ns": round(_median(times["body"]), 1),
-        "hit_ns": round(_median(times["spec"]), 1),
-        "overhead_ns": round(_median(overhead), 1),
+        "artifact_ns": round(median(times["body"]), 1),
+        "hit_ns": round(median(times["spec"]), 1),
+        "overhead_ns": round(median(overhead), 1),
     }
 
 
@@ -270,11 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"(dyn) {d['title']}: hit {d['hit_ns']:.0f} ns, artifact {d['artifact_ns']:.0f} ns, "
           f"overhead {d['overhead_ns']:.0f} ns")
     results["meta"] = {
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "reps": reps,
-        "batch_s": batch_s,
-        "quick": ns.quick,
+        **meta(reps, batch_s, ns.quick),
         "wall_s": round(time.perf_counter() - t_start, 2),
     }
     print(f"\nwall time {results['meta']['wall_s']:.1f} s")

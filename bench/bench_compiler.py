@@ -34,6 +34,8 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
+from _timing import meta, time_variants
+
 import jitguard
 from jitguard import (
     AttrSource,
@@ -303,34 +305,11 @@ def _timer(fn: Callable[..., bool], args: tuple[Any, ...]) -> timeit.Timer:
     return timeit.Timer(f"fn({', '.join(names)})", setup=setup, globals=ns)
 
 
-def _calibrate(timer: timeit.Timer, batch_s: float) -> int:
-    number = 1
-    while True:
-        t = timer.timeit(number)
-        if t >= batch_s / 4:
-            return max(1, int(number * batch_s / t))
-        number *= 4
-
-
 def time_pair(
     fns: dict[str, Callable[..., bool]], args: tuple[Any, ...], reps: int, batch_s: float
 ) -> dict[str, list[float]]:
     """ns per call for each function, one batch each per repetition, alternated."""
-    timers = {k: _timer(f, args) for k, f in fns.items()}
-    numbers = {k: _calibrate(t, batch_s) for k, t in timers.items()}
-    out: dict[str, list[float]] = {k: [] for k in fns}
-    order = list(fns)
-    gc_was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        for rep in range(reps):
-            for k in order if rep % 2 == 0 else reversed(order):
-                out[k].append(timers[k].timeit(numbers[k]) / numbers[k] * 1e9)
-    finally:
-        if gc_was:
-            gc.enable()
-    return out
+    return time_variants({k: _timer(f, args) for k, f in fns.items()}, reps, batch_s)
 
 
 def run_scenario(sc: Scenario, reps: int, batch_s: float) -> dict[str, Any]:
@@ -468,13 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{c['recompile_same_structure_s'] * 1e3:.0f} ms "
         f"(min {c['recompile_same_structure_min_s'] * 1e3:.0f} ms)"
     )
-    results["meta"] = {
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "reps": reps,
-        "batch_s": batch_s,
-        "quick": ns.quick,
-    }
+    results["meta"] = meta(reps, batch_s, ns.quick)
     if ns.json:
         print(json.dumps(results, sort_keys=True))
     return 0

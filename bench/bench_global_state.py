@@ -32,7 +32,6 @@ count; ``--wall`` uses ``time.perf_counter`` instead.
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import sys
 import time
@@ -45,6 +44,7 @@ from typing import Any
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 import torch  # noqa: E402
+from _timing import time_variants  # noqa: E402
 
 import jitguard  # noqa: E402
 import jitguard.torch  # noqa: E402
@@ -116,15 +116,6 @@ def registry(names: tuple[str, ...] | None) -> Iterator[None]:
         builtin_kinds.global_states = saved  # type: ignore[attr-defined]
 
 
-def batch_size(stmt: Callable[[], Any], target_s: float, clock: Callable[[], float]) -> int:
-    n = 1
-    while True:
-        t = timeit.Timer(stmt, timer=clock).timeit(number=n)
-        if t >= target_s / 4:
-            return max(1, int(n * target_s / t))
-        n *= 4
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -171,18 +162,9 @@ def main() -> None:
         "hit, per-state (14 states)": lambda: hit_before(x),
         "hit, global_state=False": lambda: hit_none(x),
     }
-    sizes = {k: batch_size(v, target, clock) for k, v in timed.items()}
-    results: dict[str, list[float]] = {k: [] for k in timed}
+    timers = {k: timeit.Timer(v, timer=clock) for k, v in timed.items()}
+    results = time_variants(timers, reps, target, order="rotate")
     names = list(timed)
-    gc.disable()
-    try:
-        for r in range(reps):
-            order = names[r % len(names):] + names[: r % len(names)]
-            for k in order:
-                n = sizes[k]
-                results[k].append(timeit.Timer(timed[k], timer=clock).timeit(number=n) / n * 1e9)
-    finally:
-        gc.enable()
     assert all(sf.cache.stats().compiles == 1 for sf in (hit_group, hit_before, hit_none))
     med = {k: statistics.median(v) for k, v in results.items()}
     print(

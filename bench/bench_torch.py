@@ -31,7 +31,6 @@ mutated one, and around timing that no recompile happens.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import platform
 import statistics
@@ -46,6 +45,8 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
+from _timing import time_variants  # noqa: E402
+from _torch_models import MLP, f1, f2, f3  # noqa: E402
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list  # noqa: E402
 
 import jitguard  # noqa: E402
@@ -60,29 +61,6 @@ CHECK_2X = {"S2", "S3", "S4"}
 
 
 # ---- scenarios ---------------------------------------------------------------------------
-
-
-def f1(x: Any) -> Any:
-    return x + 1
-
-
-def f2(x: Any, y: Any, z: Any, n: Any, s: Any) -> Any:
-    return x * y + z * n + s
-
-
-class MLP(torch.nn.Module):
-    def __init__(self, width: int = 32, depth: int = 10) -> None:
-        super().__init__()
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(depth))
-
-    def forward(self, x: Any) -> Any:
-        for layer in self.layers:
-            x = torch.relu(layer(x))
-        return x
-
-
-def f3(m: Any, x: Any) -> Any:
-    return m(x)
 
 
 def f4(d: Any) -> Any:
@@ -313,39 +291,12 @@ class JitguardSide:
 # ---- timing -----------------------------------------------------------------------------
 
 
-def _timer(st: Stmt) -> timeit.Timer:
-    return timeit.Timer(st.code, globals=st.ns)
-
-
-def _batch(st: Stmt, target_s: float) -> int:
-    number = 1
-    timer = _timer(st)
-    while True:
-        t = timer.timeit(number)
-        if t >= target_s / 4 or number >= 1 << 22:
-            return max(1, int(number * target_s / max(t, 1e-9)))
-        number *= 4
-
-
 def measure(
     variants: dict[str, Stmt], per: int, reps: int, target_s: float
 ) -> dict[str, list[float]]:
     """ns per call, one sample per repetition; variants alternate within each repetition."""
-    numbers = {k: _batch(v, target_s) for k, v in variants.items()}
-    timers = {k: _timer(v) for k, v in variants.items()}
-    keys = list(variants)
-    samples: dict[str, list[float]] = {k: [] for k in keys}
-    gc.collect()
-    gc.disable()
-    try:
-        for r in range(reps):
-            order = keys[r % len(keys):] + keys[: r % len(keys)]
-            for k in order:
-                t = timers[k].timeit(numbers[k])
-                samples[k].append(t / numbers[k] / per * 1e9)
-    finally:
-        gc.enable()
-    return samples
+    timers = {k: timeit.Timer(v.code, globals=v.ns) for k, v in variants.items()}
+    return time_variants(timers, reps, target_s, per=per, order="rotate")
 
 
 def _all(parts: list[Stmt]) -> Stmt:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
 import json
 import platform
 import statistics
@@ -45,33 +44,11 @@ from typing import Any
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 import torch  # noqa: E402
+from _timing import time_variants  # noqa: E402
+from _torch_models import MLP, f1, f2, f3  # noqa: E402
 
 import jitguard.torch as jgt  # noqa: E402
 from jitguard import GlobalStateSource, Guard, GuardBuilder, LocalSource, compile_guards  # noqa: E402
-
-
-class MLP(torch.nn.Module):
-    def __init__(self, depth: int, width: int = 32) -> None:
-        super().__init__()
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(depth))
-
-    def forward(self, x: Any) -> Any:
-        for layer in self.layers:
-            x = torch.relu(layer(x))
-        return x
-
-
-def f1(x: Any) -> Any:
-    return x + 1
-
-
-def f2(x: Any, y: Any, z: Any, n: Any, s: Any) -> Any:
-    return x * y + z * n + s
-
-
-def f3(m: Any, x: Any) -> Any:
-    return m(x)
-
 
 GLOBAL = GlobalStateSource().make_guard(GuardBuilder.GLOBAL_STATE)
 TORCH_GLOBAL = GlobalStateSource().make_guard(jgt.TORCH_GLOBAL_STATE)
@@ -137,18 +114,6 @@ def torch_check(fn: Callable[..., Any], names: tuple[str, ...], args: tuple[Any,
     return functools.partial(check, frame)
 
 
-def timed(stmt: Callable[[], Any], budget: float) -> Callable[[], float]:
-    """A callable giving ns per call for one batch of about ``budget`` seconds."""
-    timer = timeit.Timer(stmt)
-    n, t = timer.autorange()
-    number = max(1, int(n * budget / max(t, 1e-9)))
-
-    def run() -> float:
-        return timer.timeit(number) / number * 1e9
-
-    return run
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -164,23 +129,14 @@ def main() -> None:
           + (f" {'torch_ns':>10}" if opts.torch else ""))
     for key, title, fn, names, args, mutated in scenarios():
         checks = {v: build(key, v, args, names) for v in variants}
-        runs = {}
+        timers: dict[str, timeit.Timer] = {}
         for v, c in checks.items():
             assert c.fn(*args), (key, v)
             assert not c.fn(*mutated), (key, v, "accepted the mutated input")
-            runs[v] = timed(functools.partial(c.fn, *args), budget)
+            timers[v] = timeit.Timer(functools.partial(c.fn, *args))
         if opts.torch:
-            runs["torch"] = timed(torch_check(fn, names, args), budget)
-        samples: dict[str, list[float]] = {k: [] for k in runs}
-        gc.disable()
-        try:
-            for rep in range(reps):
-                order = list(runs)
-                order = order[rep % len(order):] + order[: rep % len(order)]
-                for k in order:
-                    samples[k].append(runs[k]())
-        finally:
-            gc.enable()
+            timers["torch"] = timeit.Timer(torch_check(fn, names, args))
+        samples = time_variants(timers, reps, budget, order="rotate")
         med = {k: statistics.median(v) for k, v in samples.items()}
         results[key] = {"title": title, "leaves": len(checks["full"].leaves), **{f"{k}_ns": round(v) for k, v in med.items()}}
         line = f"{key + ' ' + title:40} {len(checks['full'].leaves):>6} " + " ".join(

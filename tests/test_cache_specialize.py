@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import random
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,6 +19,28 @@ from jitguard import (
     cache_of,
     specialize,
 )
+
+
+def _run_threads(work: Callable[[random.Random], None], n: int) -> list[BaseException]:
+    """Run ``work`` on ``n`` threads released together by a barrier, thread ``i`` with
+    ``random.Random(i)``; what the threads raised, in the order they raised it."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(n)
+
+    def run(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            start.wait(timeout=10)
+            work(rng)
+        except BaseException as e:  # reported by the caller
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
 
 
 def test_decorator_forms() -> None:
@@ -205,26 +228,15 @@ def test_threads_hammering_one_function() -> None:
         return lambda x: expected
 
     f = specialize(describe, compiler=compiler, recompile_limit=100, automatic_dynamic=False)
-    errors: list[BaseException] = []
-    start = threading.Barrier(8)
 
-    def work(seed: int) -> None:
-        rng = random.Random(seed)
-        try:
-            start.wait(timeout=10)
-            for _ in range(400):
-                x = rng.choice(inputs)
-                got = f(x)
-                if got != describe(x):
-                    raise AssertionError(f"wrong entry for {x!r}: {got!r}")
-        except BaseException as e:  # reported below
-            errors.append(e)
+    def work(rng: random.Random) -> None:
+        for _ in range(400):
+            x = rng.choice(inputs)
+            got = f(x)
+            if got != describe(x):
+                raise AssertionError(f"wrong entry for {x!r}: {got!r}")
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = _run_threads(work, 8)
     assert errors == []
     assert sorted(map(repr, compiles)) == sorted(repr(describe(x)) for x in inputs)
     stats = cache_of(f).stats()
@@ -335,28 +347,17 @@ def test_threads_while_the_layout_changes() -> None:
         return lambda n, tag: ("dyn" if dynamic else "static", baked, n)
 
     f = specialize(lambda n, tag: None, compiler=compiler, recompile_limit=64)
-    errors: list[BaseException] = []
-    start = threading.Barrier(8)
 
-    def work(seed: int) -> None:
-        rng = random.Random(seed)
-        try:
-            start.wait(timeout=10)
-            for i in range(300):
-                n = rng.randrange(50) if i % 3 else i
-                tag = rng.choice(("a", "b", (1,), None))
-                kind, (baked_n, baked_tag), got_n = f(n, tag)
-                wrong = baked_tag != tag or type(baked_tag) is not type(tag) or got_n != n
-                if wrong or (kind == "static" and baked_n != n):
-                    raise AssertionError(f"wrong entry for {(n, tag)}: {kind} {baked_n, baked_tag}")
-        except BaseException as e:  # reported below
-            errors.append(e)
+    def work(rng: random.Random) -> None:
+        for i in range(300):
+            n = rng.randrange(50) if i % 3 else i
+            tag = rng.choice(("a", "b", (1,), None))
+            kind, (baked_n, baked_tag), got_n = f(n, tag)
+            wrong = baked_tag != tag or type(baked_tag) is not type(tag) or got_n != n
+            if wrong or (kind == "static" and baked_n != n):
+                raise AssertionError(f"wrong entry for {(n, tag)}: {kind} {baked_n, baked_tag}")
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = _run_threads(work, 8)
     assert errors == []
     stats = cache_of(f).stats()
     assert stats.failures == 0 and stats.hits + stats.misses == 8 * 300

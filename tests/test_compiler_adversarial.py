@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _helpers import Hostile
 from jitguard import (
     AttrSource,
     CheckFunction,
@@ -302,32 +303,6 @@ def test_invalidation_reentered_from_gc_does_not_deadlock() -> None:
 
 
 # ---- differential: compiled vs reference on adversarial values ----------------------------
-
-
-class Boom(Exception):
-    pass
-
-
-class Hostile:
-    """Every dunder raises."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise Boom(name)
-
-    def __getitem__(self, key: Any) -> Any:
-        raise Boom("getitem")
-
-    def __len__(self) -> int:
-        raise Boom("len")
-
-    def __eq__(self, other: object) -> bool:
-        raise Boom("eq")
-
-    def __hash__(self) -> int:
-        raise Boom("hash")
-
-    def __bool__(self) -> bool:
-        raise Boom("bool")
 
 
 class Weird:

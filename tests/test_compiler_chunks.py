@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from _helpers import Counted, Obj, record_compiles
 from jitguard import (
     AttrSource,
     CheckFunction,
@@ -38,28 +39,6 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     monkeypatch.setattr(codegen, "CHUNK_ABOVE", 0)
     monkeypatch.setattr(codegen, "CHUNK_LEAVES", 4)
     yield 4
-
-
-class Obj:
-    """A plain object (module level: TYPE_MATCH binds the class strongly)."""
-
-    def __init__(self, **attrs: Any) -> None:
-        self.__dict__.update(attrs)
-
-
-class Counted:
-    """Counts how often each of its attributes is read."""
-
-    def __init__(self, **values: Any) -> None:
-        object.__setattr__(self, "reads", {})
-        object.__setattr__(self, "values", values)
-
-    def __getattr__(self, name: str) -> Any:
-        values = object.__getattribute__(self, "values")
-        if name not in values:
-            raise AttributeError(name)
-        self.reads[name] = self.reads.get(name, 0) + 1
-        return values[name]
 
 
 def records(n: int, shift: int = 0) -> list[dict[str, Any]]:
@@ -125,15 +104,7 @@ def test_large_check_is_chunked_and_exact() -> None:
 def test_chunks_compile_once_per_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of the same structure share one compile(); a recompile of the same structure
     with other values compiles nothing."""
-    calls: list[str] = []
-    real_compile = compile
-
-    def counting(text: str, *args: Any) -> Any:
-        calls.append(text)
-        return real_compile(text, *args)
-
-    monkeypatch.setattr(codegen, "compile", counting, raising=False)
-    monkeypatch.setattr(codegen, "_code_cache", {})
+    calls = record_compiles(monkeypatch)
     n = 2000
     check = compile_guards(record_guards(n), f_locals={"rs": records(n)}, arg_names=["rs"])
     assert len(chunk_fns(check)) >= len(check.leaves) // codegen.CHUNK_LEAVES > 30

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from _helpers import Counted, Obj, record_compiles
 from jitguard import (
     AttrSource,
     CheckFunction,
@@ -34,30 +35,6 @@ from jitguard import (
 L = LocalSource
 EQ = GuardBuilder.EQUALS_MATCH
 TYPE = GuardBuilder.TYPE_MATCH
-
-
-class Obj:
-    """A plain object (module level: TYPE_MATCH binds the class strongly)."""
-
-    def __init__(self, **attrs: Any) -> None:
-        self.__dict__.update(attrs)
-
-
-class Counted:
-    """Counts how often each of its properties is read."""
-
-    reads: dict[str, int]
-
-    def __init__(self, **values: Any) -> None:
-        object.__setattr__(self, "reads", {})
-        object.__setattr__(self, "values", values)
-
-    def __getattr__(self, name: str) -> Any:
-        values = object.__getattribute__(self, "values")
-        if name not in values:
-            raise AttributeError(name)
-        self.reads[name] = self.reads.get(name, 0) + 1
-        return values[name]
 
 
 class Boom(Exception):
@@ -272,17 +249,7 @@ def test_bound_names_are_unique() -> None:
 
 def test_same_structure_reuses_compiled_code(monkeypatch: pytest.MonkeyPatch) -> None:
     """A recompile with other constants reuses the compiled code; answers stay exact."""
-    from jitguard._src.compiler import codegen
-
-    calls: list[str] = []
-    real_compile = compile
-
-    def counting(text: str, *args: Any) -> Any:
-        calls.append(text)
-        return real_compile(text, *args)
-
-    monkeypatch.setattr(codegen, "compile", counting, raising=False)
-    monkeypatch.setattr(codegen, "_code_cache", {})
+    calls = record_compiles(monkeypatch)
 
     def guards() -> list[Guard]:
         return [L("n").make_guard(EQ), GetItemSource(L("d"), "k").make_guard(EQ),

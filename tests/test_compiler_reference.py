@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _helpers import Hostile
 from jitguard import (
     AttrSource,
     CheckFunction,
@@ -35,10 +36,6 @@ SETTINGS = settings(
 ARG_NAMES = ["x", "y"]
 
 
-class Boom(Exception):
-    pass
-
-
 class Obj:
     """A value with attributes."""
 
@@ -47,28 +44,6 @@ class Obj:
 
     def __repr__(self) -> str:
         return f"Obj({self.__dict__!r})"
-
-
-class Hostile:
-    """Every way of looking at it raises: attributes, items, len, ==, hash."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise Boom(f"getattr {name}")
-
-    def __getitem__(self, key: Any) -> Any:
-        raise Boom("getitem")
-
-    def __len__(self) -> int:
-        raise Boom("len")
-
-    def __eq__(self, other: object) -> bool:
-        raise Boom("eq")
-
-    def __hash__(self) -> int:
-        raise Boom("hash")
-
-    def __repr__(self) -> str:
-        return "Hostile()"
 
 
 ATTR_NAMES = ["a", "b", "val", "x_1", "名"]

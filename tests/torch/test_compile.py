@@ -3,7 +3,6 @@ automatic dynamic shapes, mark_dynamic, recompile reasons."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,13 +17,7 @@ from jitguard._src.torch.trace import TraceError  # noqa: E402
 X = LocalSource("x")
 
 
-@pytest.fixture(autouse=True)
-def _grad_mode() -> Iterator[None]:
-    enabled = torch.is_grad_enabled()
-    try:
-        yield
-    finally:
-        torch.set_grad_enabled(enabled)
+pytestmark = pytest.mark.usefixtures("restore_grad_mode")
 
 
 def infos(cf: Any) -> list[Any]:

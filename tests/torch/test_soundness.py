@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -104,13 +104,7 @@ DTYPES = [torch.float32, torch.float64, torch.int64]
 SIZES = [0, 1, 2, 3, 5]
 
 
-@pytest.fixture(autouse=True)
-def _grad_mode() -> Iterator[None]:
-    enabled = torch.is_grad_enabled()
-    try:
-        yield
-    finally:
-        torch.set_grad_enabled(enabled)
+pytestmark = pytest.mark.usefixtures("restore_grad_mode")
 
 
 def random_tensor(

@@ -1,0 +1,78 @@
+"""Values the test modules share (imported as ``_helpers``: pytest puts ``tests/`` on
+``sys.path``, as the folder of the rootdir conftest and of the test modules in it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jitguard._src.compiler import codegen
+
+
+def record_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Empty the guard compiler's code cache and record the text of every ``compile()`` it
+    calls from now on (until ``monkeypatch`` undoes it); the list it records into."""
+    calls: list[str] = []
+    real_compile = compile
+
+    def counting(text: str, *args: Any) -> Any:
+        calls.append(text)
+        return real_compile(text, *args)
+
+    monkeypatch.setattr(codegen, "compile", counting, raising=False)
+    monkeypatch.setattr(codegen, "_code_cache", {})
+    return calls
+
+
+class Obj:
+    """A plain object (module level: TYPE_MATCH binds the class strongly)."""
+
+    def __init__(self, **attrs: Any) -> None:
+        self.__dict__.update(attrs)
+
+
+class Counted:
+    """Counts how often each of its attributes is read."""
+
+    reads: dict[str, int]
+
+    def __init__(self, **values: Any) -> None:
+        object.__setattr__(self, "reads", {})
+        object.__setattr__(self, "values", values)
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "values")
+        if name not in values:
+            raise AttributeError(name)
+        self.reads[name] = self.reads.get(name, 0) + 1
+        return values[name]
+
+
+class Boom(Exception):
+    pass
+
+
+class Hostile:
+    """Every way of looking at it raises: attributes, items, len, ==, hash, truth."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise Boom(f"getattr {name}")
+
+    def __getitem__(self, key: Any) -> Any:
+        raise Boom("getitem")
+
+    def __len__(self) -> int:
+        raise Boom("len")
+
+    def __eq__(self, other: object) -> bool:
+        raise Boom("eq")
+
+    def __hash__(self) -> int:
+        raise Boom("hash")
+
+    def __bool__(self) -> bool:
+        raise Boom("bool")
+
+    def __repr__(self) -> str:
+        return "Hostile()"
