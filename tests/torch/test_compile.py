@@ -3,6 +3,8 @@ automatic dynamic shapes, mark_dynamic, recompile reasons."""
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 import pytest
@@ -333,6 +335,152 @@ def test_globals_read_by_a_helper_are_guarded() -> None:
         assert "G['BIAS'] == 1.0 failed: got 3.0" in reason
     finally:
         BIAS = 1.0
+
+
+class _Scaled:
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+
+SCALED = _Scaled(2.0)
+CFGMOD = types.ModuleType("jg_test_cfgmod")
+CFGMOD.SCALE = 3.0  # type: ignore[attr-defined]
+
+
+def _scale_by_global(x: Any) -> Any:
+    return x * SCALED.scale
+
+
+def _make_k() -> None:
+    global LATE_K
+    if "LATE_K" not in globals():
+        LATE_K = 2.0
+
+
+def test_attribute_of_a_global_read_by_a_helper_is_guarded() -> None:
+    """A helper that reads an attribute of a global object: changing the attribute
+    recompiles."""
+    cf = jgt.compile(lambda x: _scale_by_global(x) + 1)
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), torch.full((2,), 3.0))
+    SCALED.scale = 5.0
+    try:
+        torch.testing.assert_close(cf(x), torch.full((2,), 6.0))
+        assert "G['SCALED'].scale == 2.0 failed: got 5.0" in cache_of(cf).reasons()[0]
+    finally:
+        SCALED.scale = 2.0
+
+
+def test_global_created_while_tracing_is_guarded() -> None:
+    """A global that a helper creates during the trace and the function then reads is
+    guarded."""
+    global LATE_K
+
+    def f(x: Any) -> Any:
+        _make_k()
+        return x * LATE_K  # noqa: F821 (created by _make_k)
+
+    cf = jgt.compile(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), torch.full((2,), 2.0))
+    LATE_K = 7.0
+    try:
+        torch.testing.assert_close(cf(x), torch.full((2,), 7.0))
+    finally:
+        del LATE_K
+
+
+def test_attribute_of_a_user_module_global_is_guarded() -> None:
+    """``cfgmod.SCALE`` read off a user module held by a global: changing it recompiles."""
+    cf = jgt.compile(lambda x: x * CFGMOD.SCALE)
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), torch.full((2,), 3.0))
+    CFGMOD.SCALE = 4.0  # type: ignore[attr-defined]
+    try:
+        torch.testing.assert_close(cf(x), torch.full((2,), 4.0))
+        assert "G['CFGMOD'].SCALE == 3.0 failed: got 4.0" in cache_of(cf).reasons()[0]
+    finally:
+        CFGMOD.SCALE = 3.0  # type: ignore[attr-defined]
+
+
+class _DecoratedForward(torch.nn.Module):
+    @torch.no_grad()
+    def forward(self, x: Any) -> Any:
+        return _add_bias(x)
+
+
+@torch.no_grad()
+def _decorated(x: Any) -> Any:
+    return _add_bias(x) * 2
+
+
+@pytest.mark.parametrize("which", ["function", "forward"])
+def test_globals_behind_a_decorator_are_guarded(which: str) -> None:
+    """A decorated function or forward (functools.wraps): the globals of the wrapped code
+    and its helpers are guarded, not those of the decorator's module."""
+    global BIAS
+    cf = jgt.compile(_decorated) if which == "function" else jgt.compile(_DecoratedForward())
+    x = torch.zeros(2)
+    first = cf(x)
+    BIAS = 4.0
+    try:
+        torch.testing.assert_close(cf(x), first * 4)
+        assert cache_of(cf).stats().compiles == 2
+    finally:
+        BIAS = 1.0
+
+
+def test_helper_globals_guarded_under_a_python_profiler() -> None:
+    """With a Python profile function active while compiling, helper globals are still
+    recorded (the profile function is chained and keeps receiving events) and guarded."""
+    import sys
+
+    global BIAS
+    cf = jgt.compile(lambda x: _add_bias(x) * 2)
+    x = torch.zeros(2)
+    events: list[str] = []
+    sys.setprofile(lambda frame, event, arg: events.append(event))
+    try:
+        cf(x)
+    finally:
+        sys.setprofile(None)
+    assert "call" in events
+    BIAS = 4.0
+    try:
+        torch.testing.assert_close(cf(x), torch.full((2,), 8.0))
+    finally:
+        BIAS = 1.0
+
+
+EXT: Any = None  # set by the test below: a helper function or a module of another file
+
+
+@pytest.mark.parametrize("route", ["function", "module"])
+def test_globals_of_a_helper_in_another_module_are_guarded(
+    route: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper defined in another user module, reached through a global of the function's
+    module (an imported function, or the module): the globals it reads are guarded."""
+    global EXT
+    (tmp_path / "jg_ext_helpers.py").write_text(
+        "SCALE = 2.0\n\ndef helper(x):\n    return x * SCALE\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    mod = importlib.import_module("jg_ext_helpers")
+    EXT = mod.helper if route == "function" else mod
+    try:
+        cf = jgt.compile(lambda x: EXT(x) if route == "function" else EXT.helper(x))
+        x = torch.ones(2)
+        torch.testing.assert_close(cf(x), torch.full((2,), 2.0))
+        mod.SCALE = 5.0
+        torch.testing.assert_close(cf(x), torch.full((2,), 5.0))
+        assert "['SCALE'] == 2.0 failed: got 5.0" in cache_of(cf).reasons()[0] or (
+            ".SCALE == 2.0 failed: got 5.0" in cache_of(cf).reasons()[0])
+    finally:
+        EXT = None
+        sys.modules.pop("jg_ext_helpers", None)
 
 
 def test_globals_read_by_a_module_forward_are_guarded() -> None:

@@ -282,6 +282,28 @@ def test_compiled_call_is_a_miss() -> None:
     assert miss(c, m) == ["module L['m'] changed: the module was compile()d"]
 
 
+def test_class_level_compiled_call_is_a_miss() -> None:
+    """A compiled call set on the module's class (Module.__call__ reads it through the
+    class too) is a miss in the generated check and the reference alike."""
+
+    class Own(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x
+
+    m = Own()
+    c = guard(m)
+    first, second = (lambda *a, **k: None), (lambda *a, **k: 1)
+    Own._compiled_call_impl = first  # type: ignore[assignment]
+    assert miss(c, m) == ["module L['m'] changed: the module was compile()d"]
+    again = guard(m)  # built while the class's call is set: it holds, and misses once it changes
+    hit(again, m)
+    Own._compiled_call_impl = second  # type: ignore[assignment]
+    assert miss(again, m) == ["module L['m'] changed: the compiled call changed"]
+    Own._compiled_call_impl = first  # type: ignore[assignment]
+    m._compiled_call_impl = first  # the same call, now an instance attribute
+    assert miss(again, m) == ["module L['m'] changed: the compiled call changed"]
+
+
 def test_new_parameter_buffer_or_submodule_is_a_miss() -> None:
     """Registering anything new changes the registry keys: a miss naming them."""
     m = MLP()

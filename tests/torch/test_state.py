@@ -570,3 +570,43 @@ def test_compile_pins_a_dtype_the_function_reads() -> None:
 def _autocast_matmul(x: Any) -> Any:
     with torch.autocast("cpu"):
         return x @ x.T
+
+
+def test_compile_pins_the_dtype_of_an_indexed_device_string() -> None:
+    """torch.autocast("cpu:0") inside the function reads the CPU dtype: a change of it
+    recompiles and the result follows."""
+    def f(x: Any) -> Any:
+        with torch.autocast("cpu:0"):
+            return torch.mm(x, x)
+
+    cf = jgt.compile(f)
+    x = torch.randn(2, 2)
+    assert cf(x).dtype == torch.bfloat16
+    torch.set_autocast_dtype("cpu", torch.float16)
+    assert cf(x).dtype == torch.float16 and cache_of(cf).stats().compiles == 2
+
+
+def test_autocast_set_directly_runs_eagerly() -> None:
+    """A function that calls torch.set_autocast_enabled itself cannot be traced (the graph
+    would not record it): its entry runs it eagerly, with that reason, and agrees with eager."""
+    def f(x: Any) -> Any:
+        torch.set_autocast_enabled("cpu", True)
+        try:
+            return torch.mm(x, x)
+        finally:
+            torch.set_autocast_enabled("cpu", False)
+
+    cf = jgt.compile(f)
+    x = torch.randn(2, 2)
+    assert cf(x).dtype == f(x).dtype == torch.bfloat16
+    (info,) = jgt.traced_info(cf).values()
+    assert "sets autocast state directly (torch.set_autocast_enabled from" in str(
+        info.fallback_reason)
+
+
+def test_autocast_block_is_traced() -> None:
+    """A torch.autocast block inside the function is traced (not run eagerly)."""
+    cf = jgt.compile(lambda x: _autocast_matmul(x))
+    cf(torch.randn(2, 2))
+    (info,) = jgt.traced_info(cf).values()
+    assert info.fallback_reason is None and info.traced is not None

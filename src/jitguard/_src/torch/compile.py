@@ -42,7 +42,6 @@ jitguard._src.global_state, jitguard._src.compiler.*, jitguard._src.cache.*, jit
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import functools
 import inspect
@@ -65,12 +64,18 @@ from ..sources import (
     CellContentsSource,
     ClosureSource,
     GetItemSource,
-    GlobalSource,
     TypeSource,
 )
 from .autocast_reads import UNKNOWN, autocast_dtype_reads
 from .automatic import marked_dims, size_only_changes
-from .global_reads import codes_run_with
+from .global_reads import (
+    CONSTANTS,
+    GlobalsRoot,
+    codes_run_with,
+    guard_baked,
+    unwrap,
+    watchable,
+)
 from .reads import ALL
 from .state import DTYPE_STATES
 from .trace import ArgLeaf, Traced, TraceError, flatten_args, trace
@@ -79,7 +84,6 @@ __all__ = ["CompiledEntryInfo", "TorchCompiler", "compile", "traced_info"]
 
 log = logging.getLogger("jitguard.torch")
 
-_CONSTANTS = (int, float, bool, str, type(None), complex, bytes)
 
 
 @dataclasses.dataclass
@@ -194,27 +198,35 @@ class TorchCompiler:
             if (
                 not leaf.is_tensor
                 and leaf.source not in dyn_ints
-                and type(leaf.value) in _CONSTANTS
+                and type(leaf.value) in CONSTANTS
                 and _covered(leaf.source, request.dynamic_sources)
             ):
                 request.add_guard(leaf.source, GuardBuilder.CONSTANT_MATCH)
-        watch = [
-            (leaf.source, leaf.value) for leaf in leaves
-            if isinstance(leaf.value, torch.nn.Module) or _plain_object(leaf.value)
-        ]
-        watch += self._guard_callable(request, leaves)
+        watch = [(leaf.source, leaf.value) for leaf in leaves if watchable(leaf.value)]
+        more, root, speculative, done = self._guard_callable(request, leaves)
+        watch += more
         info = CompiledEntryInfo(request.compile_id, None, {s: d for s, d in dyn_dims.items() if d}, dyn_ints)
         self.infos[request.compile_id] = info
-        root = _globals_root(request, leaves)
+        others = root.reachable() if root is not None else {}
+        # Per module dict: the names guarded, and the globals watched in case code reads them.
+        dones = {id(root.fglobals): done} if root is not None else {}
+        hoped = {id(root.fglobals): speculative} if root is not None else {}
+        for key, (other, _) in others.items():
+            dones[key], hoped[key] = set(), other.speculative_watch(set())
+            watch += [(source, other.fglobals[name]) for source, name in hoped[key].items()]
+        dicts = [r.fglobals for r in (root, *(o for o, _ in others.values())) if r is not None]
         try:
-            with autocast_dtype_reads() as dtypes_read, codes_run_with(
-                root[0] if root is not None else {}
-            ) as codes_run:
+            with autocast_dtype_reads() as autocast, codes_run_with(*dicts) as codes_run:
                 traced = trace(
                     request.fn, names, values,
                     dynamic_dims=dyn_dims, dynamic_ints=dyn_ints,
                     name=f"{getattr(request.fn, '__qualname__', 'fn')} {request.compile_id}",
                     forward=sig.forward, header=sig.header, defaults=sig.namespace, watch=watch,
+                )
+            if autocast.direct_writes:
+                raise TraceError(
+                    f"the function sets autocast state directly ({autocast.direct_writes[0]}), "
+                    f"which a make_fx graph cannot record; use a torch.autocast block"
                 )
         except TraceError as e:
             if self.fullgraph:
@@ -223,10 +235,17 @@ class TorchCompiler:
             log.info("%s: cannot trace, entry %s runs eagerly: %s", request.fn, request.compile_id, e)
             return request.fn
         info.traced = traced
-        if root is not None and codes_run:
-            _guard_helper_globals(request, root, codes_run)
-        self._relax_autocast_dtypes(request, dtypes_read)
-        self._guard_attributes(request, traced)
+        if root is not None and codes_run is not None:
+            root.guard_after_trace(request, codes_run[id(root.fglobals)], done)
+            for key, (other, via) in others.items():
+                if codes_run[key]:
+                    root.guard_named(request, [via], done)
+                    other.guard_after_trace(request, codes_run[key], dones[key])
+        self._relax_autocast_dtypes(request, autocast.dtypes)
+        # A watched global that no code named, whose reads could not be watched, is left
+        # alone (it was watched in case a helper read it).
+        unread = {s for key, by in hoped.items() for s, n in by.items() if n not in dones[key]}
+        self._guard_attributes(request, traced, unread)
         self._guard_tensors(request, traced)
         request.add_shape_guards(traced.shapes.shape_guards, traced.shapes.symbol_sources)
         compile_ctx = CompileContext.try_get()
@@ -290,7 +309,9 @@ class TorchCompiler:
                 ),
             )
 
-    def _guard_attributes(self, request: CompileRequest, traced: Traced) -> None:
+    def _guard_attributes(
+        self, request: CompileRequest, traced: Traced, skip_unwatched: set[Source]
+    ) -> None:
         """[Note: What jitguard.torch.compile guards]: the attributes of argument objects
         (and of modules under them) that the trace read, by the argument rules (a module's
         own machinery, ``training`` and the hook dicts, is pinned by the module rule); every
@@ -299,10 +320,12 @@ class TorchCompiler:
         not guarded)."""
         reads = traced.attribute_reads
         for source in reads.unwatched:
+            if source in skip_unwatched:
+                continue
             obj = reads.objects[source]
             for attr, value in list(getattr(obj, "__dict__", {}).items()):
-                if type(value) in _CONSTANTS:
-                    _guard_baked(request, AttrSource(source, attr), value)
+                if type(value) in CONSTANTS:
+                    guard_baked(request, AttrSource(source, attr), value)
         for source, names in reads.by_source.items():
             obj = reads.objects[source]
             attrs = getattr(obj, "__dict__", {})
@@ -311,25 +334,44 @@ class TorchCompiler:
             for attr in chosen:
                 if is_module and attr in _MODULE_MACHINERY:
                     continue
-                _guard_baked(request, AttrSource(source, attr), attrs[attr])
+                guard_baked(request, AttrSource(source, attr), attrs[attr])
 
-    def _guard_callable(self, request: CompileRequest, leaves: list[ArgLeaf]) -> list[tuple[Source, Any]]:
+    def _guard_callable(
+        self, request: CompileRequest, leaves: list[ArgLeaf]
+    ) -> tuple[list[tuple[Source, Any]], Optional[GlobalsRoot], dict[Source, str], set[str]]:
         """What the called function reads besides its arguments: its globals and, for a
         callable passed through ``_invoke``, its closure cells and ``__self__``
-        ([Note: Compiling a callable with state]). Returns objects whose attribute reads to
-        watch."""
-        if request.fn is not _invoke:
-            return _guard_globals(request, request.fn, GlobalSource)
-        head = leaves[0]  # the callable
-        fn, src = head.value, head.source
+        ([Note: Compiling a callable with state], [Note: Globals read by helpers]).
+        Returns the objects whose attribute reads to watch, the globals root, the watched
+        globals no code named yet (source -> name), and the global names guarded."""
+        done: set[str] = set()
         watch: list[tuple[Source, Any]] = []
-        if inspect.ismethod(fn):
-            self_src = AttrSource(src, "__self__")
-            if isinstance(fn.__self__, torch.nn.Module) or _plain_object(fn.__self__):
-                watch.append((self_src, fn.__self__))
-            src, fn = AttrSource(src, "__func__"), fn.__func__
-        elif isinstance(fn, torch.nn.Module):
-            return watch  # the module is watched as an argument; its methods' globals are not
+        if request.fn is not _invoke:
+            root = GlobalsRoot.of_function(request.fn, None)
+        else:
+            head = leaves[0]  # the callable
+            fn, src = head.value, head.source
+            if inspect.ismethod(fn):
+                if watchable(fn.__self__):
+                    watch.append((AttrSource(src, "__self__"), fn.__self__))
+                src, fn = AttrSource(src, "__func__"), fn.__func__
+            elif isinstance(fn, torch.nn.Module):
+                # the module is watched as an argument; its class's forward reads globals
+                src, fn = AttrSource(TypeSource(src), "forward"), getattr(type(fn), "forward", None)
+            if not isinstance(fn, types.FunctionType):
+                return watch, None, {}, done
+            for f, f_src in unwrap(fn, src):
+                watch += self._guard_cells(request, f, f_src)
+            root = GlobalsRoot.of_function(fn, src)
+        if root is None:
+            return watch, None, {}, done
+        more, speculative = root.before_trace(request, done)
+        return watch + more, root, speculative, done
+
+    @staticmethod
+    def _guard_cells(request: CompileRequest, fn: Any, src: Source) -> list[tuple[Source, Any]]:
+        """Guard a function's closure cells; return the watchable objects among them."""
+        watch: list[tuple[Source, Any]] = []
         if not isinstance(fn, types.FunctionType):
             return watch
         for i, cell in enumerate(fn.__closure__ or ()):
@@ -338,92 +380,10 @@ class TorchCompiler:
             except ValueError:  # an empty cell
                 continue
             cell_src = CellContentsSource(GetItemSource(ClosureSource(src), i))
-            _guard_baked(request, cell_src, value)
-            if isinstance(value, torch.nn.Module) or _plain_object(value):
+            guard_baked(request, cell_src, value)
+            if watchable(value):
                 watch.append((cell_src, value))
-        globals_src = AttrSource(src, "__globals__")
-        watch += _guard_globals(request, fn, lambda name: GetItemSource(globals_src, name))
         return watch
-
-
-def _guard_globals(
-    request: CompileRequest, fn: Any, source_of: Callable[[str], Source]
-) -> list[tuple[Source, Any]]:
-    """Globals ``fn``'s own code names (``co_names`` found in its globals, not builtins),
-    guarded as arguments would be; returns the objects among them whose attribute reads to
-    watch."""
-    fglobals = getattr(fn, "__globals__", None)
-    code = getattr(fn, "__code__", None)
-    watch: list[tuple[Source, Any]] = []
-    if not isinstance(fglobals, dict) or code is None:
-        return watch
-    for name in code.co_names:
-        if name in fglobals and not hasattr(builtins, name):
-            value = fglobals[name]
-            _guard_baked(request, source_of(name), value)
-            if isinstance(value, torch.nn.Module) or _plain_object(value):
-                watch.append((source_of(name), value))
-    return watch
-
-
-_Root = tuple[dict[str, Any], Callable[[str], Source], Optional[types.CodeType]]
-
-
-def _globals_root(request: CompileRequest, leaves: list[ArgLeaf]) -> Optional[_Root]:
-    """The module dict whose helpers' globals are guarded after the trace, with the source
-    of one of its names ([Note: Globals read by helpers]): the compiled function's, or for
-    a callable passed through ``_invoke``, its function's, or the one of the function that
-    is its class's ``forward``; and the code whose globals were guarded before the trace."""
-    if request.fn is not _invoke:
-        fglobals = getattr(request.fn, "__globals__", None)
-        own = getattr(request.fn, "__code__", None)
-        return (fglobals, GlobalSource, own) if isinstance(fglobals, dict) else None
-    head = leaves[0]
-    fn, src = head.value, head.source
-    guarded = True
-    if inspect.ismethod(fn):
-        fn, src = fn.__func__, AttrSource(src, "__func__")
-    elif isinstance(fn, torch.nn.Module):
-        fn, src = getattr(type(fn), "forward", None), AttrSource(TypeSource(src), "forward")
-        guarded = False
-    if not isinstance(fn, types.FunctionType):
-        return None
-    globals_src = AttrSource(src, "__globals__")
-    return (fn.__globals__, lambda name: GetItemSource(globals_src, name),
-            fn.__code__ if guarded else None)
-
-
-def _guard_helper_globals(request: CompileRequest, root: _Root, codes: set[types.CodeType]) -> None:
-    """Guard the globals named by the code of root-module functions that ran in the trace
-    ([Note: Globals read by helpers]); the compiled function's own were guarded before."""
-    fglobals, source_of, own = root
-    seen: set[str] = set(own.co_names) if own is not None else set()
-    for code in sorted(codes, key=lambda c: (c.co_filename, c.co_firstlineno)):
-        for name in code.co_names:
-            if name in seen or name not in fglobals or hasattr(builtins, name):
-                continue
-            seen.add(name)
-            _guard_baked(request, source_of(name), fglobals[name])
-
-
-def _plain_object(v: Any) -> bool:
-    """An instance of a user class, whose attributes a function may read (not a module,
-    class, function or other callable, tensor or constant)."""
-    return (
-        not isinstance(v, (torch.Tensor, type, types.ModuleType, *_CONSTANTS))
-        and not callable(v)
-        and type(v).__module__ != "builtins"
-        and isinstance(getattr(v, "__dict__", None), dict)
-    )
-
-
-def _guard_baked(request: CompileRequest, source: Source, value: Any) -> None:
-    """Guard a value the trace baked in (an attribute or global it read) by the cache's
-    argument rules, as if it were an argument; a tensor, which the graph holds by
-    reference, by identity too."""
-    request.arg_context.visit(source, value)
-    if isinstance(value, torch.Tensor):
-        request.add_guard(source, GuardBuilder.ID_MATCH)
 
 
 def _invoke(__jitguard_callable: Any, *args: Any, **kwargs: Any) -> Any:

@@ -1,55 +1,298 @@
-"""Which code objects of one module ran while a function was traced, so that the globals
-they name can be guarded like those of the function itself.
+"""The globals a trace bakes in: which module dict the compiled code reads, which code of it
+ran while tracing, and the guards for what that code named.
 
-May import: nothing but the standard library.
+May import: jitguard._src.guards, jitguard._src.sources, jitguard._src.compiler.builder,
+jitguard._src.cache.request, torch.
 
 # [Note: Globals read by helpers]
 # A trace bakes in every global that the code it runs reads: the function's own, and those
-# of the helpers it calls and of the ``forward`` methods of its modules. Before tracing,
-# jitguard.torch.compile guards the globals the function's own code names (it must, to
-# watch their attribute reads). While tracing, a profile function records each Python
-# function that starts running with the *root globals* (the module dict of the compiled
-# function, or of the class that defines a compiled module's ``forward``); after the trace
-# the globals each of those code objects names are guarded the same way, through a source
-# that reaches that module dict from the entry's arguments (``G[...]``, or
-# ``type(L[...]).forward.__globals__[...]``). Helpers defined in other modules (their
-# globals are another dict, which no source of the entry reaches) are not covered; nor is
-# anything when another profile function that cannot be chained (a C profiler such as
-# cProfile) is active: then ``codes_run_with`` yields None and says so at info level.
+# of the helpers it calls and of the ``forward`` methods of its modules. The *root* is the
+# module dict of the compiled function (``inspect.unwrap``-ed through decorators), or of the
+# function that is a compiled module's class's ``forward``, with a source for one of its
+# names that the entry can evaluate (``G['X']``, ``L[...].__wrapped__.__globals__['X']``,
+# ``type(L[...]).forward.__globals__['X']``).
+#   * Before the trace, the globals the root function's own code names are guarded as
+#     arguments would be, and every global of the root that some function or class of that
+#     module names and whose attribute reads can be watched (a plain object, an nn.Module)
+#     is watched ([Note: Watching attribute reads]): a helper may read its attributes.
+#   * While tracing, a profile function records each Python function that starts running
+#     with the root as its globals.
+#   * After the trace, the globals named by each recorded code object and by the root
+#     function (a global it created while tracing counts too) are guarded, and so are the
+#     attributes read off a user module held by such a global (``cfgmod.SCALE``: a
+#     ``LOAD_GLOBAL`` followed by an attribute load, ``G['cfgmod'].SCALE``).
+#   * Helpers of other user modules are covered the same way when a global of the root leads
+#     to their module: a function imported from there (``G['helper'].__globals__['X']``) or
+#     the module itself (``G['othermod'].X``); that global is then guarded too.
+# Not covered: modules reached no such way (a helper two imports away), the standard
+# library, torch and jitguard (their globals are not guarded), and attributes deeper than
+# one level of a module global (``cfgmod.sub.X``); nothing is recorded while a profile
+# function that cannot be chained (a C profiler such as cProfile) is active, and
+# ``codes_run_with`` says so at info level.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import dis
+import functools
+import inspect
 import logging
 import sys
 import types
-from collections.abc import Iterator
-from typing import Any, Optional
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple, Optional
 
-__all__ = ["codes_run_with"]
+import torch
+
+from ..cache.request import CompileRequest
+from ..compiler.builder import GuardBuilder
+from ..guards import Source
+from ..sources import AttrSource, GetItemSource, GlobalSource
+
+__all__ = [
+    "CONSTANTS",
+    "GlobalsRoot",
+    "codes_run_with",
+    "guard_baked",
+    "plain_object",
+    "unwrap",
+    "watchable",
+]
 
 log = logging.getLogger("jitguard.torch")
 
+CONSTANTS = (int, float, bool, str, type(None), complex, bytes)
+# Modules whose attributes are not guarded when a traced function reads them off a global.
+_LIBRARY_ROOTS = frozenset(sys.stdlib_module_names) | {"torch", "jitguard", "builtins"}
+
+
+def _is_library(module_name: Any) -> bool:
+    """A module of the standard library, torch or jitguard (or no module name at all)."""
+    return not isinstance(module_name, str) or module_name.partition(".")[0] in _LIBRARY_ROOTS
+
+
+def plain_object(v: Any) -> bool:
+    """An instance of a user class, whose attributes a function may read (not a module,
+    class, function or other callable, tensor or constant)."""
+    return (
+        not isinstance(v, (torch.Tensor, type, types.ModuleType, *CONSTANTS))
+        and not callable(v)
+        and type(v).__module__ != "builtins"
+        and isinstance(getattr(v, "__dict__", None), dict)
+    )
+
+
+def watchable(v: Any) -> bool:
+    return isinstance(v, torch.nn.Module) or plain_object(v)
+
+
+def guard_baked(request: CompileRequest, source: Source, value: Any) -> None:
+    """Guard a value the trace baked in (an attribute or global it read) by the cache's
+    argument rules, as if it were an argument; a tensor, which the graph holds by
+    reference, by identity too."""
+    request.arg_context.visit(source, value)
+    if isinstance(value, torch.Tensor):
+        request.add_guard(source, GuardBuilder.ID_MATCH)
+
+
+def unwrap(fn: Any, src: Source) -> list[tuple[Any, Source]]:
+    """``fn`` and each function it wraps (``__wrapped__``, as ``functools.wraps`` sets it),
+    outermost first, each with its source."""
+    chain = [(fn, src)]
+    seen = {id(fn)}
+    while True:
+        inner = getattr(chain[-1][0], "__wrapped__", None)
+        if inner is None or id(inner) in seen:
+            return chain
+        seen.add(id(inner))
+        chain.append((inner, AttrSource(chain[-1][1], "__wrapped__")))
+
+
+class GlobalsRoot(NamedTuple):
+    """The module dict whose globals a trace's code reads, the source of one of its names,
+    and the root function's code."""
+
+    fglobals: dict[str, Any]
+    source_of: Callable[[str], Source]
+    code: Optional[types.CodeType]
+
+    @staticmethod
+    def of_function(fn: Any, src: Optional[Source]) -> Optional[GlobalsRoot]:
+        """The root of ``fn`` (unwrapped); ``src`` None means ``fn`` is the specialized
+        function itself, whose globals are ``G[...]``."""
+        if src is None:
+            inner = inspect.unwrap(fn)
+            fglobals = getattr(inner, "__globals__", None)
+            if not isinstance(fglobals, dict):
+                return None
+            return GlobalsRoot(fglobals, GlobalSource, getattr(inner, "__code__", None))
+        inner, inner_src = unwrap(fn, src)[-1]
+        if not isinstance(inner, types.FunctionType):
+            return None
+        globals_src = AttrSource(inner_src, "__globals__")
+        return GlobalsRoot(inner.__globals__, lambda name: GetItemSource(globals_src, name),
+                           inner.__code__)
+
+    def names(self, code: Optional[types.CodeType]) -> list[str]:
+        """The globals of the root that ``code`` names (not builtins)."""
+        if code is None:
+            return []
+        return [n for n in code.co_names if n in self.fglobals and not hasattr(builtins, n)]
+
+    def guard_named(self, request: CompileRequest, names: list[str], done: set[str]) -> None:
+        for name in names:
+            if name not in done:
+                done.add(name)
+                guard_baked(request, self.source_of(name), self.fglobals[name])
+
+    def before_trace(
+        self, request: CompileRequest, done: set[str]
+    ) -> tuple[list[tuple[Source, Any]], dict[Source, str]]:
+        """Guard the globals the root function names; return the objects to watch: those,
+        and (speculatively, source -> name) the watchable globals some function or class
+        of the module names."""
+        names = self.names(self.code)
+        self.guard_named(request, names, done)
+        watch = [(self.source_of(n), self.fglobals[n]) for n in names
+                 if watchable(self.fglobals[n])]
+        speculative = self.speculative_watch(done)
+        watch += [(source, self.fglobals[name]) for source, name in speculative.items()]
+        return watch, speculative
+
+    def speculative_watch(self, done: set[str]) -> dict[Source, str]:
+        """The watchable globals (source -> name) that some function or class of the
+        module names, but no guarded code did yet."""
+        named = _module_code_names(self.fglobals)
+        return {
+            self.source_of(name): name for name, value in list(self.fglobals.items())
+            if name in named and name not in done and watchable(value)
+        }
+
+    def reachable(self) -> dict[int, tuple[GlobalsRoot, str]]:
+        """The other user modules' dicts that a global of this root leads to (a function's
+        ``__globals__``, a module's ``__dict__``), by ``id``: each as a root of its own with
+        sources through that global, and the global's name."""
+        out: dict[int, tuple[GlobalsRoot, str]] = {}
+        for name, value in list(self.fglobals.items()):
+            src = self.source_of(name)
+            source_of: Callable[[str], Source]
+            if isinstance(value, types.ModuleType):
+                d = value.__dict__
+                source_of = functools.partial(AttrSource, src)
+            else:
+                inner, inner_src = unwrap(value, src)[-1]
+                if not isinstance(inner, types.FunctionType):
+                    continue
+                d = inner.__globals__
+                source_of = functools.partial(GetItemSource, AttrSource(inner_src, "__globals__"))
+            if d is self.fglobals or id(d) in out or _is_library(d.get("__name__")):
+                continue
+            out[id(d)] = (GlobalsRoot(d, source_of, None), name)
+        return out
+
+    def guard_after_trace(
+        self, request: CompileRequest, codes: set[types.CodeType], done: set[str]
+    ) -> None:
+        """[Note: Globals read by helpers]: guard what the recorded code and the root
+        function named, and the attributes they read off user-module globals."""
+        ran = sorted(codes, key=lambda c: (c.co_filename, c.co_firstlineno, c.co_name))
+        if self.code is not None and self.code not in codes:
+            ran.insert(0, self.code)  # its globals created while tracing count too
+        for code in ran:
+            self.guard_named(request, self.names(code), done)
+        for code in ran:
+            for name, attr in _module_attribute_loads(code, self.fglobals):
+                key = f"{name}.{attr}"
+                if key not in done:
+                    done.add(key)
+                    value = getattr(self.fglobals[name], attr)
+                    guard_baked(request, AttrSource(self.source_of(name), attr), value)
+
+
+def _module_code_names(fglobals: dict[str, Any]) -> set[str]:
+    """``co_names`` of every code object of the functions and classes of a module."""
+    modname = fglobals.get("__name__")
+    names: set[str] = set()
+    codes: set[types.CodeType] = set()
+
+    def add_code(code: types.CodeType) -> None:
+        if code in codes:
+            return
+        codes.add(code)
+        names.update(code.co_names)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                add_code(const)
+
+    def add_function(obj: Any) -> None:
+        obj = getattr(obj, "__func__", obj)  # staticmethod, classmethod
+        if isinstance(obj, property):
+            for f in (obj.fget, obj.fset, obj.fdel):
+                add_function(f)
+            return
+        try:
+            obj = inspect.unwrap(obj) if callable(obj) else obj
+        except ValueError:  # a __wrapped__ cycle
+            return
+        if isinstance(obj, types.FunctionType) and obj.__globals__ is fglobals:
+            add_code(obj.__code__)
+
+    for value in list(fglobals.values()):
+        if isinstance(value, type) and value.__module__ == modname:
+            for member in list(vars(value).values()):
+                add_function(member)
+        else:
+            add_function(value)
+    return names
+
+
+def _module_attribute_loads(
+    code: types.CodeType, fglobals: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """(global, attribute) for each ``LOAD_GLOBAL g`` directly followed by an attribute load
+    of ``g``, where ``g`` holds a user module (not the standard library, torch or jitguard)
+    that has that attribute."""
+    out = []
+    previous: Optional[str] = None
+    for ins in dis.get_instructions(code):
+        if previous is not None and ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+            module = fglobals.get(previous)
+            if (
+                isinstance(module, types.ModuleType)
+                and not _is_library(module.__name__)
+                and hasattr(module, ins.argval)
+            ):
+                out.append((previous, ins.argval))
+        previous = ins.argval if ins.opname == "LOAD_GLOBAL" else None
+    return out
+
 
 @contextlib.contextmanager
-def codes_run_with(root: dict[str, Any]) -> Iterator[Optional[set[types.CodeType]]]:
+def codes_run_with(
+    *roots: dict[str, Any],
+) -> Iterator[Optional[dict[int, set[types.CodeType]]]]:
     """Within the block, record on this thread the code of every Python function that
-    starts running with ``root`` as its globals; yields that set, or None when another
-    profile function is set and cannot be chained (nothing is recorded then)."""
+    starts running with one of ``roots`` as its globals; yields ``id(root) -> codes``, or
+    None when another profile function is set and cannot be chained (nothing is recorded
+    then)."""
     previous = sys.getprofile()
-    if previous is not None and not isinstance(previous, types.FunctionType):
+    if previous is not None and not callable(previous):
         log.info("a profiler is active: globals read by helpers of the traced function are "
                  "not guarded ([Note: Globals read by helpers])")
         yield None
         return
-    seen: set[types.CodeType] = set()
+    seen: dict[int, set[types.CodeType]] = {id(r): set() for r in roots}
+    lookup = seen.get
 
     def profile(frame: types.FrameType, event: str, arg: Any) -> Any:
-        if event == "call" and frame.f_globals is root:
-            seen.add(frame.f_code)
+        if event == "call":
+            codes = lookup(id(frame.f_globals))
+            if codes is not None:
+                codes.add(frame.f_code)
         if previous is not None:
-            previous(frame, event, arg)
+            previous(frame, event, arg)  # type: ignore[arg-type]
 
     sys.setprofile(profile)
     try:

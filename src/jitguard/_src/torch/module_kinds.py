@@ -62,9 +62,9 @@ class ModuleStateSpec(NamedTuple):
     hook_attrs: tuple[str, ...]  # the hook dicts checked (none with hooks=False)
     hooks: tuple[_Hooks, ...]  # the non-empty ones among them
     forward: Optional[Ident]  # an instance-level forward, or None
-    compiled: Optional[Ident]  # a compile()d call, or None
+    compiled: Optional[Ident]  # a compile()d call (as stored, unbound), or None
     via_dict: bool  # read the instance attributes from ``__dict__`` (see ModuleState)
-    class_compiled_none: bool = False  # the class's ``_compiled_call_impl`` is None
+    compiled_on_class: bool = False  # ``compiled`` is the class's, no instance attribute
 
 
 # The registries whose keys (in order) say what a module holds.
@@ -138,13 +138,13 @@ _FORWARD = "forward"
 _COMPILED = "_compiled_call_impl"
 
 
-def _class_attr_is_none(tp: type, name: str) -> bool:
-    """The class attribute ``name`` (found along the MRO) is None and no data descriptor,
-    so an instance without ``name`` in its ``__dict__`` reads None."""
-    for klass in tp.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name] is None
-    return False
+def _compiled_call(value: Any) -> tuple[Any, bool]:
+    """The module's ``_compiled_call_impl`` as stored (not bound), and whether it is the
+    class's (no instance attribute of that name)."""
+    d = value.__dict__
+    if _COMPILED in d:
+        return d[_COMPILED], False
+    return getattr(type(value), _COMPILED, None), True
 _INSTANCE_ATTRS = ("training", *MODULE_DICTS, *HOOK_DICTS, *(s for t in _HOOK_SIDE_TABLES.values() for s in t))
 
 
@@ -185,7 +185,7 @@ class ModuleState(GuardKind):
             )
         attrs = HOOK_DICTS if options.get("hooks", True) else ()
         forward = value.__dict__.get(_FORWARD)
-        compiled = getattr(value, _COMPILED, None)
+        compiled, on_class = _compiled_call(value)
         needed = ("training", *MODULE_DICTS, *attrs, *(s for a in attrs for s in _HOOK_SIDE_TABLES[a]))
         return ModuleStateSpec(
             training=bool(value.training),
@@ -195,7 +195,7 @@ class ModuleState(GuardKind):
             forward=None if forward is None else Ident(forward),
             compiled=None if compiled is None else Ident(compiled),
             via_dict=_plain_instance_attrs(value, needed),
-            class_compiled_none=_class_attr_is_none(type(value), _COMPILED),
+            compiled_on_class=on_class,
         )
 
     def holds(self, value: Any, params: ModuleStateSpec) -> bool:
@@ -219,11 +219,15 @@ class ModuleState(GuardKind):
                 return "an instance-level forward was set"
         elif not params.forward.alive or forward is not params.forward.get():
             return "the instance-level forward changed"
-        compiled = value._compiled_call_impl
+        compiled, on_class = _compiled_call(value)
         if params.compiled is None:
             if compiled is not None:
                 return "the module was compile()d"
-        elif not params.compiled.alive or compiled is not params.compiled.get():
+        elif (
+            not params.compiled.alive
+            or compiled is not params.compiled.get()
+            or on_class is not params.compiled_on_class
+        ):
             return "the compiled call changed"
         return None
 
@@ -258,14 +262,16 @@ class ModuleState(GuardKind):
             parts.append(f"{fwd} not in {where}")
         else:
             parts.append(ctx.identical(f"{where}.get({fwd})", params.forward, "forward"))
-        if params.compiled is None and params.via_dict and params.class_compiled_none:
-            # Not compile()d: no instance attribute shadows the class's None (a dict test,
-            # where the attribute read misses the instance dict and walks the class).
-            parts.append(f"{ctx.const(_COMPILED, 'attr')} not in {instance}")
-        elif params.compiled is None:
+        # As ``Module.__call__`` reads it: an instance attribute, else the class's (read off
+        # the class: through the instance a function would be bound anew on every read).
+        attr = ctx.const(_COMPILED, "attr")
+        if params.compiled is None:
             parts.append(f"{var}._compiled_call_impl is None")
+        elif params.compiled_on_class:
+            parts.append(f"{attr} not in {where}")
+            parts.append(ctx.identical(f"type({var})._compiled_call_impl", params.compiled, "compiled"))
         else:
-            parts.append(ctx.identical(f"{var}._compiled_call_impl", params.compiled, "compiled"))
+            parts.append(ctx.identical(f"{where}.get({attr})", params.compiled, "compiled"))
         return " and ".join(parts)
 
     def code(self, name: str, params: ModuleStateSpec) -> str:
