@@ -483,6 +483,36 @@ def test_globals_of_a_helper_in_another_module_are_guarded(
         sys.modules.pop("jg_ext_helpers", None)
 
 
+class _ClassScale:
+    SCALE = 2.0
+
+
+class _WithDefault:
+    scale = 2.0  # read through an instance, from the class
+
+
+WITH_DEFAULT = _WithDefault()
+
+
+@pytest.mark.parametrize("how", ["class global", "instance of a global"])
+def test_constant_class_attributes_are_guarded(how: str) -> None:
+    """A constant class attribute read off a global class, or through a global instance
+    that has no attribute of its own: changing it on the class recompiles."""
+    if how == "class global":
+        cf, owner = jgt.compile(lambda x: x * _ClassScale.SCALE), _ClassScale
+    else:
+        cf, owner = jgt.compile(lambda x: x * WITH_DEFAULT.scale), _WithDefault
+    attr = "SCALE" if owner is _ClassScale else "scale"
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), torch.full((2,), 2.0))
+    setattr(owner, attr, 3.0)
+    try:
+        torch.testing.assert_close(cf(x), torch.full((2,), 3.0))
+        assert cache_of(cf).stats().compiles == 2
+    finally:
+        setattr(owner, attr, 2.0)
+
+
 def test_globals_read_by_a_module_forward_are_guarded() -> None:
     """A compiled module whose forward (and the helper it calls) reads a global: the global
     is guarded through the class's forward, and changing it recompiles."""

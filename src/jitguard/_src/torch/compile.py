@@ -121,6 +121,7 @@ class CompiledEntryInfo:
 # a module reads (hook dicts, ``_parameters``/``_buffers``/``_modules``, ``training``), which
 # the module rule pins already ([Note: Guarding an nn.Module]).
 _MODULE_MACHINERY = frozenset(vars(torch.nn.Module()))
+_MISSING = object()
 
 
 def _batched_checker() -> bool:
@@ -335,6 +336,15 @@ class TorchCompiler:
                 if is_module and attr in _MODULE_MACHINERY:
                     continue
                 guard_baked(request, AttrSource(source, attr), attrs[attr])
+            if ALL in names:
+                continue
+            for attr in names:
+                # read off the class (no instance attribute): a constant class attribute
+                # is baked in like an instance one (methods are pinned by the type)
+                if attr not in attrs:
+                    value = inspect.getattr_static(obj, attr, _MISSING)
+                    if type(value) in CONSTANTS:
+                        guard_baked(request, AttrSource(source, attr), value)
 
     def _guard_callable(
         self, request: CompileRequest, leaves: list[ArgLeaf]

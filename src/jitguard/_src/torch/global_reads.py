@@ -19,8 +19,9 @@ jitguard._src.cache.request, torch.
 #     with the root as its globals.
 #   * After the trace, the globals named by each recorded code object and by the root
 #     function (a global it created while tracing counts too) are guarded, and so are the
-#     attributes read off a user module held by such a global (``cfgmod.SCALE``: a
-#     ``LOAD_GLOBAL`` followed by an attribute load, ``G['cfgmod'].SCALE``).
+#     attributes read off a user module or class held by such a global (``cfgmod.SCALE``,
+#     ``Config.SCALE``: a ``LOAD_GLOBAL`` followed by an attribute load, guarded as
+#     ``G['cfgmod'].SCALE``; of a class, only constants).
 #   * Helpers of other user modules are covered the same way when a global of the root leads
 #     to their module: a function imported from there (``G['helper'].__globals__['X']``) or
 #     the module itself (``G['othermod'].X``); that global is then guarded too.
@@ -253,17 +254,21 @@ def _module_attribute_loads(
 ) -> list[tuple[str, str]]:
     """(global, attribute) for each ``LOAD_GLOBAL g`` directly followed by an attribute load
     of ``g``, where ``g`` holds a user module (not the standard library, torch or jitguard)
-    that has that attribute."""
+    that has that attribute, or a user class whose attribute is a constant."""
     out = []
     previous: Optional[str] = None
     for ins in dis.get_instructions(code):
         if previous is not None and ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
-            module = fglobals.get(previous)
-            if (
-                isinstance(module, types.ModuleType)
-                and not _is_library(module.__name__)
-                and hasattr(module, ins.argval)
-            ):
+            holder = fglobals.get(previous)
+            if isinstance(holder, types.ModuleType):
+                user = not _is_library(holder.__name__) and hasattr(holder, ins.argval)
+            elif isinstance(holder, type):
+                # a class attribute that is a constant (``Config.SCALE``)
+                user = not _is_library(holder.__module__) and type(
+                    inspect.getattr_static(holder, ins.argval, None)) in CONSTANTS
+            else:
+                user = False
+            if user:
                 out.append((previous, ins.argval))
         previous = ins.argval if ins.opname == "LOAD_GLOBAL" else None
     return out
