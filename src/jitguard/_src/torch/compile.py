@@ -121,6 +121,9 @@ class CompiledEntryInfo:
 # a module reads (hook dicts, ``_parameters``/``_buffers``/``_modules``, ``training``), which
 # the module rule pins already ([Note: Guarding an nn.Module]).
 _MODULE_MACHINERY = frozenset(vars(torch.nn.Module()))
+# nn.Module's own class attributes (``_compiled_call_impl``, ``call_super_init``): the
+# module rule pins what of them matters.
+_MODULE_CLASS_MACHINERY = frozenset(vars(torch.nn.Module))
 _MISSING = object()
 
 
@@ -341,7 +344,7 @@ class TorchCompiler:
             for attr in names:
                 # read off the class (no instance attribute): a constant class attribute
                 # is baked in like an instance one (methods are pinned by the type)
-                if attr not in attrs:
+                if attr not in attrs and not (is_module and attr in _MODULE_CLASS_MACHINERY):
                     value = inspect.getattr_static(obj, attr, _MISSING)
                     if type(value) in CONSTANTS:
                         guard_baked(request, AttrSource(source, attr), value)
