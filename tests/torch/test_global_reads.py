@@ -58,3 +58,36 @@ def test_nothing_recorded_under_a_c_profiler() -> None:
         assert seen is None and sys.getprofile() is not None
     finally:
         prof.disable()
+
+
+class _Autovivify:
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name != "__wrapped__":
+            raise AttributeError(name)
+        return _Autovivify()  # every attribute, __wrapped__ included, is a new object
+
+
+class _Raising:
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("working outside of request context")
+
+
+OPTS = _Autovivify()
+REQUEST = _Raising()
+
+
+def _names_them() -> Any:
+    return OPTS, REQUEST
+
+
+def test_compile_survives_hostile_globals() -> None:
+    """Globals whose ``__getattr__`` makes up values (``__wrapped__`` too) or raises do not
+    break a compile of a function in their module, and it still runs traced."""
+    import torch
+
+    import jitguard.torch as jgt
+
+    cf = jgt.compile(lambda x: x + 1)
+    assert cf(torch.ones(2)).tolist() == [2.0, 2.0]
+    (info,) = jgt.traced_info(cf).values()
+    assert info.fallback_reason is None

@@ -103,12 +103,26 @@ def unwrap(fn: Any, src: Source) -> list[tuple[Any, Source]]:
     outermost first, each with its source."""
     chain = [(fn, src)]
     seen = {id(fn)}
-    while True:
-        inner = getattr(chain[-1][0], "__wrapped__", None)
+    while len(chain) < 64:
+        inner = _wrapped(chain[-1][0])
         if inner is None or id(inner) in seen:
-            return chain
+            break
         seen.add(id(inner))
         chain.append((inner, AttrSource(chain[-1][1], "__wrapped__")))
+    return chain
+
+
+def _wrapped(obj: Any) -> Any:
+    """``obj.__wrapped__`` where ``functools.wraps`` put it (the instance dict of a
+    function or other callable), else None: never through a ``__getattr__`` hook, which may
+    raise or make up a value."""
+    d = getattr(obj, "__dict__", None) if isinstance(obj, types.FunctionType) else None
+    if d is None:
+        try:
+            d = object.__getattribute__(obj, "__dict__")
+        except Exception:
+            return None
+    return d.get("__wrapped__") if isinstance(d, dict) else None
 
 
 class GlobalsRoot(NamedTuple):
@@ -124,7 +138,7 @@ class GlobalsRoot(NamedTuple):
         """The root of ``fn`` (unwrapped); ``src`` None means ``fn`` is the specialized
         function itself, whose globals are ``G[...]``."""
         if src is None:
-            inner = inspect.unwrap(fn)
+            inner = unwrap(fn, GlobalSource("_"))[-1][0]
             fglobals = getattr(inner, "__globals__", None)
             if not isinstance(fglobals, dict):
                 return None
@@ -208,7 +222,9 @@ class GlobalsRoot(NamedTuple):
                 key = f"{name}.{attr}"
                 if key not in done:
                     done.add(key)
-                    value = getattr(self.fglobals[name], attr)
+                    value = vars(self.fglobals[name]).get(attr) if isinstance(
+                        self.fglobals[name], types.ModuleType) else inspect.getattr_static(
+                        self.fglobals[name], attr)
                     guard_baked(request, AttrSource(self.source_of(name), attr), value)
 
 
@@ -228,17 +244,17 @@ def _module_code_names(fglobals: dict[str, Any]) -> set[str]:
                 add_code(const)
 
     def add_function(obj: Any) -> None:
-        obj = getattr(obj, "__func__", obj)  # staticmethod, classmethod
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
         if isinstance(obj, property):
             for f in (obj.fget, obj.fset, obj.fdel):
                 add_function(f)
             return
-        try:
-            obj = inspect.unwrap(obj) if callable(obj) else obj
-        except ValueError:  # a __wrapped__ cycle
-            return
-        if isinstance(obj, types.FunctionType) and obj.__globals__ is fglobals:
-            add_code(obj.__code__)
+        if not isinstance(obj, types.FunctionType):
+            return  # other objects' attributes are not read here (a hook may raise)
+        for fn, _ in unwrap(obj, GlobalSource("_")):
+            if isinstance(fn, types.FunctionType) and fn.__globals__ is fglobals:
+                add_code(fn.__code__)
 
     for value in list(fglobals.values()):
         if isinstance(value, type) and value.__module__ == modname:
@@ -261,7 +277,7 @@ def _module_attribute_loads(
         if previous is not None and ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
             holder = fglobals.get(previous)
             if isinstance(holder, types.ModuleType):
-                user = not _is_library(holder.__name__) and hasattr(holder, ins.argval)
+                user = not _is_library(holder.__name__) and ins.argval in holder.__dict__
             elif isinstance(holder, type):
                 # a class attribute that is a constant (``Config.SCALE``)
                 user = not _is_library(holder.__module__) and type(
