@@ -513,6 +513,22 @@ def test_constant_class_attributes_are_guarded(how: str) -> None:
         setattr(owner, attr, 2.0)
 
 
+divmod = 2.0  # a global that shadows a builtin on purpose
+
+
+def test_global_shadowing_a_builtin_is_guarded() -> None:
+    """A module global named like a builtin is what the function reads: it is guarded."""
+    global divmod
+    cf = jgt.compile(lambda x: x * divmod)
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), torch.full((2,), 2.0))
+    divmod = 3.0
+    try:
+        torch.testing.assert_close(cf(x), torch.full((2,), 3.0))
+    finally:
+        divmod = 2.0
+
+
 def test_globals_read_by_a_module_forward_are_guarded() -> None:
     """A compiled module whose forward (and the helper it calls) reads a global: the global
     is guarded through the class's forward, and changing it recompiles."""

@@ -34,7 +34,6 @@ jitguard._src.cache.request, torch.
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import dis
 import functools
@@ -151,10 +150,11 @@ class GlobalsRoot(NamedTuple):
                            inner.__code__)
 
     def names(self, code: Optional[types.CodeType]) -> list[str]:
-        """The globals of the root that ``code`` names (not builtins)."""
+        """The globals of the root that ``code`` names (a global that shadows a builtin is
+        what the code reads, so it counts)."""
         if code is None:
             return []
-        return [n for n in code.co_names if n in self.fglobals and not hasattr(builtins, n)]
+        return [n for n in code.co_names if n in self.fglobals]
 
     def guard_named(self, request: CompileRequest, names: list[str], done: set[str]) -> None:
         for name in names:
