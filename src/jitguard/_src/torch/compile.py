@@ -3,7 +3,8 @@ entry is a ``make_fx`` trace of the function over fake inputs, guarded by the te
 layouts and the ShapeEnv's shape guards; ``mark_dynamic`` and automatic dynamic shapes.
 
 May import: jitguard._src.guards, jitguard._src.sources, jitguard._src.contexts,
-jitguard._src.global_state, jitguard._src.compiler.*, jitguard._src.cache.*, jitguard._src.torch.*, torch.
+jitguard._src.global_state, jitguard._src.compiler.*, jitguard._src.cache.*,
+jitguard._src.torch.*, torch.
 
 # Which dims are symbolic: [Note: Dynamic shapes in jitguard.torch.compile] (``automatic``).
 #
@@ -18,9 +19,9 @@ jitguard._src.global_state, jitguard._src.compiler.*, jitguard._src.cache.*, jit
 #   * guards by value the attributes of argument objects (and of their submodules) that
 #     the trace read ([Note: Watching attribute reads]), and every global the function's
 #     own code names that holds a constant (by value) or a tensor (by identity and
-#     TENSOR_MATCH): the trace bakes them in; the same for the globals named by helpers of
-#     the same module that ran in the trace ([Note: Globals read by helpers]). A helper in
-#     another module is not seen: keep what the function depends on in its arguments;
+#     TENSOR_MATCH): the trace bakes them in; the same for the globals named by the helpers
+#     that ran in the trace, where a source reaches their module ([Note: Globals read by
+#     helpers]). Others are not seen: keep what the function depends on in its arguments;
 #   * guards by value any argument the cache made dynamic that the trace cannot take
 #     symbolically (a float, a string);
 #   * leaves out of GLOBAL_STATE the autocast dtypes the trace did not read
@@ -71,6 +72,7 @@ from .automatic import marked_dims, size_only_changes
 from .global_reads import (
     CONSTANTS,
     GlobalsRoot,
+    HelperGlobals,
     codes_run_with,
     guard_baked,
     unwrap,
@@ -207,20 +209,12 @@ class TorchCompiler:
             ):
                 request.add_guard(leaf.source, GuardBuilder.CONSTANT_MATCH)
         watch = [(leaf.source, leaf.value) for leaf in leaves if watchable(leaf.value)]
-        more, root, speculative, done = self._guard_callable(request, leaves)
-        watch += more
+        more, helpers = self._guard_callable(request, leaves)
+        watch += more + helpers.watch()
         info = CompiledEntryInfo(request.compile_id, None, {s: d for s, d in dyn_dims.items() if d}, dyn_ints)
         self.infos[request.compile_id] = info
-        others = root.reachable() if root is not None else {}
-        # Per module dict: the names guarded, and the globals watched in case code reads them.
-        dones = {id(root.fglobals): done} if root is not None else {}
-        hoped = {id(root.fglobals): speculative} if root is not None else {}
-        for key, (other, _) in others.items():
-            dones[key], hoped[key] = set(), other.speculative_watch(set())
-            watch += [(source, other.fglobals[name]) for source, name in hoped[key].items()]
-        dicts = [r.fglobals for r in (root, *(o for o, _ in others.values())) if r is not None]
         try:
-            with autocast_dtype_reads() as autocast, codes_run_with(*dicts) as codes_run:
+            with autocast_dtype_reads() as autocast, codes_run_with(*helpers.dicts()) as codes_run:
                 traced = trace(
                     request.fn, names, values,
                     dynamic_dims=dyn_dims, dynamic_ints=dyn_ints,
@@ -239,17 +233,11 @@ class TorchCompiler:
             log.info("%s: cannot trace, entry %s runs eagerly: %s", request.fn, request.compile_id, e)
             return request.fn
         info.traced = traced
-        if root is not None and codes_run is not None:
-            root.guard_after_trace(request, codes_run[id(root.fglobals)], done)
-            for key, (other, via) in others.items():
-                if codes_run[key]:
-                    root.guard_named(request, [via], done)
-                    other.guard_after_trace(request, codes_run[key], dones[key])
+        helpers.after_trace(request, codes_run)
         self._relax_autocast_dtypes(request, autocast.dtypes)
         # A watched global that no code named, whose reads could not be watched, is left
         # alone (it was watched in case a helper read it).
-        unread = {s for key, by in hoped.items() for s, n in by.items() if n not in dones[key]}
-        self._guard_attributes(request, traced, unread)
+        self._guard_attributes(request, traced, helpers.unread())
         self._guard_tensors(request, traced)
         request.add_shape_guards(traced.shapes.shape_guards, traced.shapes.symbol_sources)
         compile_ctx = CompileContext.try_get()
@@ -351,12 +339,12 @@ class TorchCompiler:
 
     def _guard_callable(
         self, request: CompileRequest, leaves: list[ArgLeaf]
-    ) -> tuple[list[tuple[Source, Any]], Optional[GlobalsRoot], dict[Source, str], set[str]]:
+    ) -> tuple[list[tuple[Source, Any]], HelperGlobals]:
         """What the called function reads besides its arguments: its globals and, for a
         callable passed through ``_invoke``, its closure cells and ``__self__``
         ([Note: Compiling a callable with state], [Note: Globals read by helpers]).
-        Returns the objects whose attribute reads to watch, the globals root, the watched
-        globals no code named yet (source -> name), and the global names guarded."""
+        Returns the objects whose attribute reads to watch, and the helper globals to
+        guard after the trace."""
         done: set[str] = set()
         watch: list[tuple[Source, Any]] = []
         if request.fn is not _invoke:
@@ -372,14 +360,14 @@ class TorchCompiler:
                 # the module is watched as an argument; its class's forward reads globals
                 src, fn = AttrSource(TypeSource(src), "forward"), getattr(type(fn), "forward", None)
             if not isinstance(fn, types.FunctionType):
-                return watch, None, {}, done
+                return watch, HelperGlobals(None, done, {})
             for f, f_src in unwrap(fn, src):
                 watch += self._guard_cells(request, f, f_src)
             root = GlobalsRoot.of_function(fn, src)
         if root is None:
-            return watch, None, {}, done
+            return watch, HelperGlobals(None, done, {})
         more, speculative = root.before_trace(request, done)
-        return watch + more, root, speculative, done
+        return watch + more, HelperGlobals(root, done, speculative)
 
     @staticmethod
     def _guard_cells(request: CompileRequest, fn: Any, src: Source) -> list[tuple[Source, Any]]:

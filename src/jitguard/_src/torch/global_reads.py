@@ -54,6 +54,7 @@ from ..sources import AttrSource, GetItemSource, GlobalSource
 __all__ = [
     "CONSTANTS",
     "GlobalsRoot",
+    "HelperGlobals",
     "codes_run_with",
     "guard_baked",
     "plain_object",
@@ -226,6 +227,53 @@ class GlobalsRoot(NamedTuple):
                         self.fglobals[name], types.ModuleType) else inspect.getattr_static(
                         self.fglobals[name], attr)
                     guard_baked(request, AttrSource(self.source_of(name), attr), value)
+
+
+class HelperGlobals:
+    """The module dicts a trace's helpers may read globals of (the root, and those its
+    globals lead to, ``GlobalsRoot.reachable``), with per dict the names guarded so far and
+    the globals watched in case code reads them ([Note: Globals read by helpers])."""
+
+    def __init__(
+        self, root: Optional[GlobalsRoot], done: set[str], speculative: dict[Source, str]
+    ) -> None:
+        self.root = root
+        self.others = root.reachable() if root is not None else {}
+        self.done: dict[int, set[str]] = {}
+        self.hoped: dict[int, dict[Source, str]] = {}
+        if root is not None:
+            self.done[id(root.fglobals)], self.hoped[id(root.fglobals)] = done, speculative
+        for key, (other, _) in self.others.items():
+            self.done[key], self.hoped[key] = set(), other.speculative_watch(set())
+
+    def watch(self) -> list[tuple[Source, Any]]:
+        """The other modules' globals to watch (the root's were returned with it)."""
+        return [(source, other.fglobals[name]) for key, (other, _) in self.others.items()
+                for source, name in self.hoped[key].items()]
+
+    def dicts(self) -> list[dict[str, Any]]:
+        roots = [self.root] if self.root is not None else []
+        return [r.fglobals for r in (*roots, *(o for o, _ in self.others.values()))]
+
+    def after_trace(
+        self, request: CompileRequest, codes: Optional[dict[int, set[types.CodeType]]]
+    ) -> None:
+        """Guard what the code that ran named (``codes`` from ``codes_run_with``); a module
+        reached through a global guards that global too."""
+        root = self.root
+        if root is None or codes is None:
+            return
+        done = self.done[id(root.fglobals)]
+        root.guard_after_trace(request, codes[id(root.fglobals)], done)
+        for key, (other, via) in self.others.items():
+            if codes[key]:
+                root.guard_named(request, [via], done)
+                other.guard_after_trace(request, codes[key], self.done[key])
+
+    def unread(self) -> set[Source]:
+        """The watched globals no code named (left alone if their reads went unwatched)."""
+        return {s for key, by in self.hoped.items() for s, n in by.items()
+                if n not in self.done[key]}
 
 
 def _module_code_names(fglobals: dict[str, Any]) -> set[str]:
