@@ -54,8 +54,10 @@ from ._src.contexts import active_fake_mode as active_fake_mode
 from ._src.contexts import compile_context as compile_context
 from ._src.contexts import detect_fake_mode as detect_fake_mode
 from ._src.contexts import tracing as tracing
+from ._src.errors import CaptureError as CaptureError
 from ._src.errors import GuardCompileError as GuardCompileError
 from ._src.errors import GuardKindError as GuardKindError
+from ._src.errors import GuardMismatchError as GuardMismatchError
 from ._src.errors import InvalidCompileIdError as InvalidCompileIdError
 from ._src.errors import JitGuardError as JitGuardError
 from ._src.errors import NoCompileContextError as NoCompileContextError
@@ -127,6 +129,7 @@ __all__ = [
     "COMPILE_ID_PATTERN",
     "CacheEntry",
     "CacheStats",
+    "CaptureError",
     "CapturedStack",
     "CellContentsSource",
     "ChainedSource",
@@ -161,6 +164,7 @@ __all__ = [
     "GuardFailure",
     "GuardKind",
     "GuardKindError",
+    "GuardMismatchError",
     "GuardSource",
     "GuardsCheckpointState",
     "GuardsContext",

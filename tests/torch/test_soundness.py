@@ -247,7 +247,7 @@ def test_hits_never_differ_from_eager() -> None:
         e.hits
         for cf in compiled.values()
         for e in cache_of(cf).entries()
-        if jgt.traced_info(cf)[e.compile_id].dynamic_dims
+        if jgt.capture_info(cf)[e.compile_id].dynamic
     )
     assert calls >= 200, f"only {calls} calls within the time budget"
     # the loop must exercise hits, of dynamic entries too, not only compiles

@@ -7,7 +7,9 @@ May import: nothing from jitguard.
 from __future__ import annotations
 
 __all__ = [
+    "CaptureError",
     "GuardCompileError",
+    "GuardMismatchError",
     "GuardKindError",
     "InvalidCompileIdError",
     "JitGuardError",
@@ -49,3 +51,13 @@ class NoCompileContextError(JitGuardError, RuntimeError):
 
 class NoTracingContextError(JitGuardError, RuntimeError):
     """``TracingContext.get()`` was called outside ``tracing``."""
+
+
+class CaptureError(JitGuardError, RuntimeError):
+    """``jitguard.torch.compile(..., fullgraph=True)``: TorchDynamo could not capture the
+    function as one graph (the message names the graph break)."""
+
+
+class GuardMismatchError(JitGuardError, AssertionError):
+    """Verify mode: jitguard's check and torch's own guard tree disagree about a call (the
+    message gives both explanations)."""

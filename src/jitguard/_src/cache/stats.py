@@ -30,7 +30,9 @@ class CacheStats:
     compiles that raised. ``fallbacks``: calls that ran the original function uncompiled (past
     the recompile limit, or a call made from inside its own compile). ``invalidations``:
     entries dropped because an object they guarded by identity died. ``entries``: entries
-    held now.
+    held now. Set by ``jitguard.torch.compile`` only (0 elsewhere): ``capture_failures``
+    (captures that failed, the function then running eagerly) and ``delegated`` (entries
+    now held whose check hands some guards to torch's guard tree).
     """
 
     hits: int = 0
@@ -42,6 +44,8 @@ class CacheStats:
     fallbacks: int = 0
     invalidations: int = 0
     entries: int = 0
+    capture_failures: int = 0
+    delegated: int = 0
 
     def __add__(self, other: CacheStats) -> CacheStats:
         return CacheStats(

@@ -2,14 +2,25 @@
 
 May import: anything in jitguard._src, and torch.
 
+# [Note: Layering]  (of the torch package; the core's is in jitguard/_src/__init__.py)
+# Two layers, enforced by tests/test_layering.py:
+#   * the integration, below the cache's users: kinds, states, sources and rules
+#     (aliasing, ambient, batched, delegated, dynamic, fake, module, module_kinds, rules,
+#     state, symbolic, tensor_match, tensor_meta, and conversion kinds/sources); it never
+#     imports the frontend;
+#   * the compiler on TorchDynamo, above the cache: ``adapter`` (every torch internal the
+#     frontend uses), ``compile`` and ``compiled`` (the cache over Dynamo captures),
+#     ``api`` (what ``jitguard.torch`` re-exports), and the guard conversion.
+
 ``install()`` runs once, the first time jitguard needs an integration while torch is
 imported (see [Note: Lazy integrations]), or when ``jitguard.torch`` is imported. It plugs
 torch into jitguard's registries:
   * global states (``state``): grad mode, autocast, determinism, default dtype/device,
     inference mode, the torch-function mode stack, thread count, matmul precision flags,
     and the "torch" group that checks them all in one C++ call;
-  * guard kinds: TENSOR_MATCH (``tensor_match``), TENSORS_MATCH (``batched``: many tensors
-    in one call of torch's C++ checker), NO_TENSOR_ALIASING and STORAGE_OVERLAP
+  * guard kinds: TORCH_GUARD_TREE (``delegated``: the guards of a Dynamo capture that
+    jitguard hands to torch's own guard tree), TENSOR_MATCH (``tensor_match``),
+    TENSORS_MATCH (``batched``: many tensors in one call of torch's C++ checker), NO_TENSOR_ALIASING and STORAGE_OVERLAP
     (``aliasing``, with the ``StorageOverlap`` environment handler), NN_MODULE_STATE and
     NN_MODULE_GLOBAL_HOOKS (``module_kinds``), so ``GuardBuilder.TENSOR_MATCH`` and the rest
     exist, and TORCH_GLOBAL_STATE as an alias of GLOBAL_STATE (``ambient``);
@@ -45,6 +56,7 @@ def install() -> None:
             aliasing,
             ambient,
             batched,
+            delegated,
             fake,
             module_kinds,
             rules,
@@ -62,6 +74,7 @@ def install() -> None:
             aliasing.STORAGE_OVERLAP,
             module_kinds.ModuleState(),
             module_kinds.ModuleGlobalHooks(),
+            delegated.TorchGuardTree(),
         ):
             kinds.register_guard_kind(kind, replace=True)
         ambient.register_alias()

@@ -1,448 +1,353 @@
-"""``jitguard.torch.compile``: a reference compiler on top of ``jitguard.specialize``. Each
-entry is a ``make_fx`` trace of the function over fake inputs, guarded by the tensors'
-layouts and the ShapeEnv's shape guards; ``mark_dynamic`` and automatic dynamic shapes.
+"""``jitguard.torch.compile``: TorchDynamo captures, jitguard guards.
 
-May import: jitguard._src.guards, jitguard._src.sources, jitguard._src.contexts,
-jitguard._src.global_state, jitguard._src.compiler.*, jitguard._src.cache.*,
-jitguard._src.torch.*, torch.
+May import: jitguard._src.* (the cache, the compiler, the torch integration below it),
+jitguard._src.torch.adapter (the only way to torch's internals), torch's public API.
 
-# Which dims are symbolic: [Note: Dynamic shapes in jitguard.torch.compile] (``automatic``).
+# [Note: jitguard.torch.compile on Dynamo]
+# Each cache entry is one Dynamo full-graph capture of the function for the call that
+# missed ([Note: Capturing with Dynamo]): the program (``Captured.fn``, the transformed
+# bytecode calling the backend's compiled graph) is the entry's artifact, and the guards
+# Dynamo made are the entry's guards. Every guard jitguard can convert
+# (``convert.convert_guards``) becomes a jitguard guard in the entry's generated check;
+# the rest stay in torch's guard tree and are checked through one TORCH_GUARD_TREE guard
+# ([Note: Delegating to torch's guard tree]). The cache ([Note: The call path]) adds no
+# guards of its own on arguments (its argument rules are off: a rule that guards nothing;
+# no int automatic dynamic): what an entry assumes of them is what Dynamo guarded. It does
+# add its GLOBAL_STATE guard (every registered torch state, one C++ group check): Dynamo
+# does not guard every state a graph bakes in (``torch.get_autocast_dtype("cpu")`` read
+# in the function is baked in and unguarded in torch 2.13), so an entry also misses when
+# any of them changed. Verify mode knows this guard is jitguard's own
+# ([Note: Verify mode]). Dynamo decides which dims are dynamic (``mark_dynamic``, ``maybe_mark_dynamic``,
+# ``mark_static``, ``dynamic=``, its automatic dynamic shapes keyed by code object, the
+# ``torch._dynamo.config`` knobs), as ``torch.compile`` does.
 #
-# [Note: What jitguard.torch.compile guards]
-# Beyond the cache's guards (GLOBAL_STATE; the argument rules: tensors: TENSOR_MATCH;
-# modules: identity, structure, state, parameters; scalars: by value; containers: type,
-# length, keys; the aliasing guards), each entry:
-#   * replaces the traced tensors' TENSOR_MATCH guards with one TENSORS_MATCH (torch's C++
-#     tensor checker, ~0.1 us a tensor instead of ~0.8 us in Python) checking exactly the
-#     sizes and strides the trace kept static ([Note: From a ShapeEnv to shape guards]),
-#     and adds the shape guards;
-#   * guards by value the attributes of argument objects (and of their submodules) that
-#     the trace read ([Note: Watching attribute reads]), and every global the function's
-#     own code names that holds a constant (by value) or a tensor (by identity and
-#     TENSOR_MATCH): the trace bakes them in; the same for the globals named by the helpers
-#     that ran in the trace, where a source reaches their module ([Note: Globals read by
-#     helpers]). Others are not seen: keep what the function depends on in its arguments;
-#   * guards by value any argument the cache made dynamic that the trace cannot take
-#     symbolically (a float, a string);
-#   * leaves out of GLOBAL_STATE the autocast dtypes the trace did not read
-#     ([Note: Autocast dtypes a trace did not read]).
-# When the function cannot be traced ([Note: What a trace assumes]) the entry runs the
-# function eagerly (``fullgraph=True`` raises instead); its reason is kept.
+# What is compiled: a function as itself; an ``nn.Module`` as ``type(m).forward`` with the
+# module as first argument (sources read ``L['self']``; its own hooks do not run, see the
+# README's known limits); a bound method as its ``__func__`` with ``__self__`` first; an
+# object with a Python ``__call__`` likewise. Two wrappers of one function with the same
+# options share one cache unless ``isolate_recompiles=True`` ([Note: Shared entries]).
 #
-# [Note: Compiling a callable with state]
-# What a call of ``fn`` reads must be guarded, and the cache guards arguments: so a callable
-# whose call reads state of its own, an ``nn.Module`` (parameters, submodules, ``training``,
-# hooks), a bound method (its ``__self__``), a closure (its cells), is compiled as the first
-# argument of ``_invoke(callable, *args, **kwargs)``, and ``compile`` returns a function that
-# passes it. The module rule then pins the module, the method rule the method's ``__self__``
-# and ``__func__``, the function rule the closure's code and cell identities; each cell's
-# contents are also guarded by the rule for their type (an int by value, a list by its
-# items), and the attributes read of a method's ``__self__`` are watched like those of an
-# argument. A plain function is specialized directly.
+# [Note: Shared entries]
+# ``torch.compile`` keeps entries on the code object, so two compiled wrappers of one
+# function see each other's entries (and count towards one recompile limit). jitguard
+# keeps one cache per (function, backend, fullgraph, dynamic, verify) in a weak map keyed
+# by the function object; ``isolate_recompiles=True`` makes a private cache.
+#
+# [Note: Capture failures]
+# A graph break or an unsupported construct (``adapter.GRAPH_BREAKS``): with
+# ``fullgraph=True`` the call raises ``CaptureError`` naming it; otherwise the entry runs
+# the function eagerly (an entry with no guards: every later call runs eagerly too, as the
+# capture would break again), the reason is logged once per function (WARNING on
+# ``jitguard.torch``) and counted (``stats().capture_failures``). Other errors (a marked
+# dynamic dim that got specialized, an error raised by the function) propagate, as in torch.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import logging
+import os
 import types
-from collections.abc import Callable, Iterable
+import weakref
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import torch
 
+from ..cache.policy import ArgContext, ArgPolicy
 from ..cache.request import CompileRequest
-from ..cache.specialize import FunctionCache, cache_of, specialize
-from ..compiler.builder import GuardBuilder
-from ..compiler.kinds import get_guard_kind
-from ..contexts import CompileContext
-from ..global_state import global_states
-from ..guards import ChainedSource, Guard, Source
-from ..sources import (
-    AttrSource,
-    CellContentsSource,
-    ClosureSource,
-    GetItemSource,
-    TypeSource,
-)
-from .autocast_reads import UNKNOWN, autocast_dtype_reads
-from .automatic import marked_dims, size_only_changes
-from .global_reads import (
-    CONSTANTS,
-    GlobalsRoot,
-    HelperGlobals,
-    codes_run_with,
-    guard_baked,
-    unwrap,
-    watchable,
-)
-from .reads import ALL
-from .state import DTYPE_STATES
-from .trace import ArgLeaf, Traced, TraceError, flatten_args, trace
+from ..cache.specialize import FunctionCache
+from ..cache.stance import no_recompiles
+from ..cache.stats import CacheStats
+from ..errors import CaptureError, GuardMismatchError
+from ..guards import Source
+from ..sources import GlobalSource, LocalSource
+from . import adapter
+from .compiled import CompiledFunction, EntryInfo
+from .delegated import Delegation
 
-__all__ = ["CompiledEntryInfo", "TorchCompiler", "compile", "traced_info"]
+__all__ = ["TorchCompiler", "compile"]
 
 log = logging.getLogger("jitguard.torch")
 
+# [Note: jitguard.torch.compile on Dynamo]: the cache's argument rules guard nothing.
+_NO_RULES = ArgPolicy(base=None)
 
 
-@dataclasses.dataclass
-class CompiledEntryInfo:
-    """What the compiler made for one entry: the trace (None when it ran eagerly), the dims
-    it asked to be symbolic (``dynamic_dims``; a dim of size 0 or 1, or one the trace
-    specialized, stays static: ``symbolic_dims()`` says which are), the ints made SymInts,
-    and why it fell back to eager (None when traced)."""
-
-    compile_id: Any
-    traced: Optional[Traced]
-    dynamic_dims: dict[Source, frozenset[int]]
-    dynamic_ints: frozenset[Source]
-    fallback_reason: Optional[str] = None
-
-    @property
-    def graph_module(self) -> Optional[torch.fx.GraphModule]:
-        return None if self.traced is None else self.traced.graph_module
-
-    def shape_guards(self) -> list[str]:
-        return [] if self.traced is None else self.traced.shapes.describe()
-
-    def symbolic_dims(self) -> dict[Source, frozenset[int]]:
-        """Per tensor source, the dims whose size the entry leaves to its shape guards."""
-        if self.traced is None:
-            return {}
-        out = {}
-        for source, layout in self.traced.shapes.layouts.items():
-            if layout.dynamic_dims:
-                out[source] = layout.dynamic_dims
-        return out
+def _no_guards(ctx: ArgContext, source: Source, value: Any) -> None:
+    ctx.ignore_aliasing(source)
 
 
-# What ``nn.Module.__init__`` puts in every module's ``__dict__``: the machinery that calling
-# a module reads (hook dicts, ``_parameters``/``_buffers``/``_modules``, ``training``), which
-# the module rule pins already ([Note: Guarding an nn.Module]).
-_MODULE_MACHINERY = frozenset(vars(torch.nn.Module()))
-# nn.Module's own class attributes (``_compiled_call_impl``, ``call_super_init``): the
-# module rule pins what of them matters.
-_MODULE_CLASS_MACHINERY = frozenset(vars(torch.nn.Module))
-_MISSING = object()
+_NO_RULES.register(object, _no_guards)
 
 
-def _batched_checker() -> bool:
-    from .batched import checker_available
-
-    return checker_available()
-
-
-def _covered(source: Source, marked: Iterable[Source]) -> bool:
-    marked = frozenset(marked)
-    while True:
-        if source in marked:
-            return True
-        if not isinstance(source, ChainedSource):
-            return False
-        source = source.base
-
-
-def _is_tensor_match(guard: Guard) -> bool:
+def _converter() -> Optional[Callable[..., Any]]:
+    """The guard conversion (``convert.convert_guards``), when present."""
     try:
-        kind, _ = get_guard_kind(guard.create_fn)
-    except Exception:
-        return False
-    return kind.name == "TENSOR_MATCH"
+        from .convert import convert_guards
+    except ImportError:
+        return None
+    return convert_guards  # type: ignore[no-any-return]
 
 
 class TorchCompiler:
-    """The ``compiler=`` of ``jitguard.specialize`` behind ``jitguard.torch.compile``."""
+    """The ``compiler=`` of the cache behind ``jitguard.torch.compile``: one Dynamo capture
+    per entry ([Note: jitguard.torch.compile on Dynamo])."""
 
-    def __init__(self, dynamic: Optional[bool] = None, fullgraph: bool = False) -> None:
-        if dynamic not in (None, True, False):
-            raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
-        self.dynamic = dynamic
+    def __init__(self, *, backend: Any, fullgraph: bool, dynamic: Optional[bool],
+                 verify: bool, where: str) -> None:
+        self.backend = backend
+        self.backend_fn = adapter.resolve_backend(backend)
         self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.verify = verify
+        self.where = where
+        self.infos: dict[Any, EntryInfo] = {}
+        self.capture_failures = 0
         self.cache: Optional[FunctionCache] = None
-        # automatic dynamic: per tensor source, the dims made dynamic so far
-        self.auto_dims: dict[Source, set[int]] = {}
-        self.infos: dict[Any, CompiledEntryInfo] = {}
 
-    # ---- which dims are symbolic ------------------------------------------------------
-    def _automatic(self, request: CompileRequest, leaves: list[ArgLeaf]) -> None:
-        """[Note: Dynamic shapes in jitguard.torch.compile]: dims of tensors that an existing
-        entry rejected only for their sizes."""
+    # ---- verify mode, on a miss -----------------------------------------------------------
+    def _verify_miss(self, request: CompileRequest) -> None:
+        """[Note: Verify mode]: every entry jitguard rejected, torch's tree rejects too."""
         if self.cache is None:
             return
-        tensors = {leaf.source: leaf.value for leaf in leaves if leaf.is_tensor}
-        for source, dims in size_only_changes(self.cache.entries(), request.values, tensors).items():
-            self.auto_dims.setdefault(source, set()).update(dims)
+        for entry in self.cache.entries():
+            info = self.infos.get(entry.compile_id)
+            if info is None or info.full_tree is None:
+                continue
+            if info.torch_accepts(request.values) and not _only_own_guards(entry, request.values):
+                raise GuardMismatchError(
+                    f"{self.where}: jitguard rejected entry {entry.compile_id} but torch's guard "
+                    f"tree for the same capture accepts the call.\n"
+                    f"  jitguard: {'; '.join(info.jitguard_reasons(entry, request.values)) or '(no reason)'}\n"
+                    f"  torch: accepts"
+                )
 
-    def _dims_for(self, request: CompileRequest, leaf: ArgLeaf) -> frozenset[int]:
-        t = leaf.value
-        ndim = t.dim()
-        if self.dynamic is False:
-            return frozenset()
-        if self.dynamic is True or _covered(leaf.source, request.dynamic_sources):
-            return frozenset(range(ndim))
-        dims = set(marked_dims(t)) | self.auto_dims.get(leaf.source, set())
-        return frozenset(d for d in dims if d < ndim)
-
-    # ---- the compiler -----------------------------------------------------------------
+    # ---- the compiler -------------------------------------------------------------------
     def __call__(self, request: CompileRequest) -> Callable[..., Any]:
-        sig = request.signature
-        names = sig.params
-        values = request.values
-        leaves = flatten_args(names, values)
-        if request.recompile and self.dynamic is None:
-            self._automatic(request, leaves)
-        dyn_dims = {leaf.source: self._dims_for(request, leaf) for leaf in leaves if leaf.is_tensor}
-        dyn_ints = frozenset(
-            leaf.source for leaf in leaves
-            if type(leaf.value) is int and _covered(leaf.source, request.dynamic_sources)
-        )
-        for leaf in leaves:
-            # dynamic in the cache but constant to the trace: guard by value after all
-            if (
-                not leaf.is_tensor
-                and leaf.source not in dyn_ints
-                and type(leaf.value) in CONSTANTS
-                and _covered(leaf.source, request.dynamic_sources)
-            ):
-                request.add_guard(leaf.source, GuardBuilder.CONSTANT_MATCH)
-        watch = [(leaf.source, leaf.value) for leaf in leaves if watchable(leaf.value)]
-        more, helpers = self._guard_callable(request, leaves)
-        watch += more + helpers.watch()
-        info = CompiledEntryInfo(request.compile_id, None, {s: d for s, d in dyn_dims.items() if d}, dyn_ints)
-        self.infos[request.compile_id] = info
+        if self.verify and request.recompile:
+            self._verify_miss(request)
+        args, kwargs = request.args, request.kwargs
+        convert = _converter()
+        converted: list[Any] = []
+
+        def keep(entries: Sequence[Any]) -> list[bool]:
+            if convert is None:
+                return [True] * len(entries)
+            result = convert(entries, f_locals=dict(request.arguments),
+                             f_globals=getattr(request.fn, "__globals__", None))
+            converted[:] = [result]
+            left = {id(e) for e in result.unconverted}
+            return [id(e) in left for e in entries]
+
         try:
-            with autocast_dtype_reads() as autocast, codes_run_with(*helpers.dicts()) as codes_run:
-                traced = trace(
-                    request.fn, names, values,
-                    dynamic_dims=dyn_dims, dynamic_ints=dyn_ints,
-                    name=f"{getattr(request.fn, '__qualname__', 'fn')} {request.compile_id}",
-                    forward=sig.forward, header=sig.header, defaults=sig.namespace, watch=watch,
-                )
-            if autocast.direct_writes:
-                raise TraceError(
-                    f"the function sets autocast state directly ({autocast.direct_writes[0]}), "
-                    f"which a make_fx graph cannot record; use a torch.autocast block"
-                )
-        except TraceError as e:
-            if self.fullgraph:
-                raise
-            info.fallback_reason = str(e)
-            log.info("%s: cannot trace, entry %s runs eagerly: %s", request.fn, request.compile_id, e)
-            return request.fn
-        info.traced = traced
-        helpers.after_trace(request, codes_run)
-        self._relax_autocast_dtypes(request, autocast.dtypes)
-        # A watched global that no code named, whose reads could not be watched, is left
-        # alone (it was watched in case a helper read it).
-        self._guard_attributes(request, traced, helpers.unread())
-        self._guard_tensors(request, traced)
-        request.add_shape_guards(traced.shapes.shape_guards, traced.shapes.symbol_sources)
-        compile_ctx = CompileContext.try_get()
-        if compile_ctx is not None:
-            compile_ctx.shape_env_guards.extend(traced.shapes.describe())
-        return traced.run
+            cap = adapter.capture(request.fn, args, kwargs, self.backend_fn, keep,
+                                  dynamic=self.dynamic, full_tree=self.verify)
+        except adapter.GRAPH_BREAKS as e:
+            return self._capture_failed(request, e)
+        info = EntryInfo(request.compile_id, cap, request.signature.params)
+        self.infos[request.compile_id] = info
+        if converted:
+            result = converted[0]
+            gc = request.tracing_context.guards_context
+            for guard in result.guards:
+                gc.dynamo_guards.add(guard, skip=1)
+            for expr in getattr(result, "env_exprs", ()):
+                gc.aotautograd_guards.append(expr)
+            shape = getattr(result, "shape_guards", ())
+            if shape:
+                request.add_shape_guards(shape, getattr(result, "symbol_sources", None))
+        if cap.tree is not None:
+            self._delegate(request, info)
+        if self.verify:
+            return info.verified(self.where, request.signature.bind)
+        return cap.fn
 
-    @staticmethod
-    def _relax_autocast_dtypes(request: CompileRequest, read: set[str]) -> None:
-        """[Note: Autocast dtypes a trace did not read]: a device's dtype the trace did not
-        read is guarded only while that device's autocast is on."""
-        if UNKNOWN in read:
-            return
-        for device, (dtype, weak) in DTYPE_STATES.items():
-            if device not in read and dtype in global_states and weak in global_states:
-                request.ignore_global_states(dtype, guard_instead=[weak])
+    def _delegate(self, request: CompileRequest, info: EntryInfo) -> None:
+        """[Note: Delegating to torch's guard tree]."""
+        params = request.signature.params
+        delegated = [e for e, k in zip(info.cap.entries, info.cap.kept) if k]
+        kinds = tuple(e.guard_type for e in delegated)
+        names = tuple(e.name for e in delegated)
+        if params:
+            delegation = Delegation(info.tree_accepts, info.tree_explain, kinds, names)
+            first, *others = (LocalSource(n, is_input=True) for n in params)
+        else:  # no parameter to read: anchor the guard on a global that always exists
+            delegation = Delegation(lambda _anchor: info.tree_accepts(),
+                                    lambda _anchor: info.tree_explain(), kinds, names)
+            first, others = GlobalSource("__name__"), []
+        info.delegated = Counter(kinds)
+        request.add_guard(first, functools.partial(
+            _tree_kind(), delegation=delegation, others=tuple(others)))
 
-    def _guard_tensors(self, request: CompileRequest, traced: Traced) -> None:
-        """[Note: What jitguard.torch.compile guards]: the traced tensors' TENSOR_MATCH
-        guards from the argument rules become one TENSORS_MATCH (torch's C++ checker) with
-        the sizes and strides the trace kept static; a tensor that is not strided keeps a
-        TENSOR_MATCH of its own with them."""
-        guards = request.tracing_context.guards_context.dynamo_guards
-        tensors = [leaf for leaf in traced.inputs if leaf.is_tensor]
-        traced_sources = {leaf.source for leaf in tensors}
-        guards.inner = type(guards.inner)(
-            g for g in guards.inner
-            if not (g.originating_source in traced_sources and _is_tensor_match(g))
-        )
-        batch: list[ArgLeaf] = []
-        seen: set[Source] = set()
-        batched_ids: set[int] = set()
-        for leaf in tensors:
-            if leaf.source in seen:
-                continue
-            seen.add(leaf.source)
-            layout = traced.shapes.layouts[leaf.source]
-            # torch's checker also fails on one tensor passed twice: an object met again
-            # is checked on its own
-            if (
-                leaf.value.layout is torch.strided
-                and _batched_checker()
-                and id(leaf.value) not in batched_ids
-            ):
-                batched_ids.add(id(leaf.value))
-                batch.append(leaf)
-                continue
-            request.add_guard(
-                leaf.source,
-                functools.partial(GuardBuilder.TENSOR_MATCH, sizes=layout.sizes, strides=layout.strides),
-            )
-        if batch:
-            layouts = [traced.shapes.layouts[leaf.source] for leaf in batch]
-            request.add_guard(
-                batch[0].source,
-                functools.partial(
-                    GuardBuilder.TENSORS_MATCH,
-                    others=tuple(leaf.source for leaf in batch[1:]),
-                    sizes=tuple(lt.sizes for lt in layouts),
-                    strides=tuple(lt.strides for lt in layouts),
-                ),
-            )
-
-    def _guard_attributes(
-        self, request: CompileRequest, traced: Traced, skip_unwatched: set[Source]
-    ) -> None:
-        """[Note: What jitguard.torch.compile guards]: the attributes of argument objects
-        (and of modules under them) that the trace read, by the argument rules (a module's
-        own machinery, ``training`` and the hook dicts, is pinned by the module rule); every
-        constant
-        attribute of an object whose reads could not be watched (its other attributes are
-        not guarded)."""
-        reads = traced.attribute_reads
-        for source in reads.unwatched:
-            if source in skip_unwatched:
-                continue
-            obj = reads.objects[source]
-            for attr, value in list(getattr(obj, "__dict__", {}).items()):
-                if type(value) in CONSTANTS:
-                    guard_baked(request, AttrSource(source, attr), value)
-        for source, names in reads.by_source.items():
-            obj = reads.objects[source]
-            attrs = getattr(obj, "__dict__", {})
-            chosen = list(attrs) if ALL in names else [n for n in names if n in attrs]
-            is_module = isinstance(obj, torch.nn.Module)
-            for attr in chosen:
-                if is_module and attr in _MODULE_MACHINERY:
-                    continue
-                guard_baked(request, AttrSource(source, attr), attrs[attr])
-            if ALL in names:
-                continue
-            for attr in names:
-                # read off the class (no instance attribute): a constant class attribute
-                # is baked in like an instance one (methods are pinned by the type)
-                if attr not in attrs and not (is_module and attr in _MODULE_CLASS_MACHINERY):
-                    value = inspect.getattr_static(obj, attr, _MISSING)
-                    if type(value) in CONSTANTS:
-                        guard_baked(request, AttrSource(source, attr), value)
-
-    def _guard_callable(
-        self, request: CompileRequest, leaves: list[ArgLeaf]
-    ) -> tuple[list[tuple[Source, Any]], HelperGlobals]:
-        """What the called function reads besides its arguments: its globals and, for a
-        callable passed through ``_invoke``, its closure cells and ``__self__``
-        ([Note: Compiling a callable with state], [Note: Globals read by helpers]).
-        Returns the objects whose attribute reads to watch, and the helper globals to
-        guard after the trace."""
-        done: set[str] = set()
-        watch: list[tuple[Source, Any]] = []
-        if request.fn is not _invoke:
-            root = GlobalsRoot.of_function(request.fn, None)
-        else:
-            head = leaves[0]  # the callable
-            fn, src = head.value, head.source
-            if inspect.ismethod(fn):
-                if watchable(fn.__self__):
-                    watch.append((AttrSource(src, "__self__"), fn.__self__))
-                src, fn = AttrSource(src, "__func__"), fn.__func__
-            elif isinstance(fn, torch.nn.Module):
-                # the module is watched as an argument; its class's forward reads globals
-                src, fn = AttrSource(TypeSource(src), "forward"), getattr(type(fn), "forward", None)
-            if not isinstance(fn, types.FunctionType):
-                return watch, HelperGlobals(None, done, {})
-            for f, f_src in unwrap(fn, src):
-                watch += self._guard_cells(request, f, f_src)
-            root = GlobalsRoot.of_function(fn, src)
-        if root is None:
-            return watch, HelperGlobals(None, done, {})
-        more, speculative = root.before_trace(request, done)
-        return watch + more, HelperGlobals(root, done, speculative)
-
-    @staticmethod
-    def _guard_cells(request: CompileRequest, fn: Any, src: Source) -> list[tuple[Source, Any]]:
-        """Guard a function's closure cells; return the watchable objects among them."""
-        watch: list[tuple[Source, Any]] = []
-        if not isinstance(fn, types.FunctionType):
-            return watch
-        for i, cell in enumerate(fn.__closure__ or ()):
-            try:
-                value = cell.cell_contents
-            except ValueError:  # an empty cell
-                continue
-            cell_src = CellContentsSource(GetItemSource(ClosureSource(src), i))
-            guard_baked(request, cell_src, value)
-            if watchable(value):
-                watch.append((cell_src, value))
-        return watch
+    def _capture_failed(self, request: CompileRequest, error: BaseException) -> Callable[..., Any]:
+        text = str(error).strip()
+        if self.fullgraph:
+            raise CaptureError(
+                f"{self.where}: fullgraph=True but TorchDynamo could not capture one graph:\n"
+                f"{text}\nRemove the graph break, or compile with fullgraph=False to run "
+                f"the function eagerly"
+            ) from error
+        self.capture_failures += 1
+        fn = request.fn
+        if fn not in _logged_failures:
+            _logged_failures.add(fn)
+            first = text.splitlines()[0] if text else type(error).__name__
+            log.warning("%s: TorchDynamo cannot capture one graph (%s); it runs eagerly",
+                        self.where, first)
+        self.infos[request.compile_id] = EntryInfo(request.compile_id, None,
+                                                   request.signature.params, failure=text)
+        return request.fn
 
 
-def _invoke(__jitguard_callable: Any, *args: Any, **kwargs: Any) -> Any:
-    return __jitguard_callable(*args, **kwargs)
+def _only_own_guards(entry: Any, values: tuple[Any, ...]) -> bool:
+    """Whether every guard of ``entry`` that rejects ``values`` is one jitguard adds beyond
+    Dynamo's (GLOBAL_STATE): torch accepting is then no disagreement."""
+    from ..cache.reasons import collect_failures
+
+    failures = collect_failures([entry], values)[0].failures
+    return bool(failures) and all(f.kind == "GLOBAL_STATE" for f in failures)
 
 
-def _needs_invoke(fn: Any) -> bool:
-    """Whether ``fn`` carries state its call reads that is not an argument: a module (its
-    parameters, submodules, ``training``), a bound method (its ``__self__``), a closure (its
-    cells). Such an ``fn`` is compiled as the first argument of ``_invoke``, so the cache's
-    argument rules guard it ([Note: Compiling a callable with state])."""
-    if isinstance(fn, torch.nn.Module) or inspect.ismethod(fn):
-        return True
-    return isinstance(fn, types.FunctionType) and bool(fn.__closure__)
+def _tree_kind() -> Callable[..., Any]:
+    from ..compiler.builder import GuardBuilder
+
+    return GuardBuilder.TORCH_GUARD_TREE  # type: ignore[attr-defined, no-any-return]
+
+
+class DynamoCache(FunctionCache):
+    """A ``FunctionCache`` whose recompile limit follows ``torch._dynamo.config`` when the
+    user gave none, and whose stats count capture failures and delegated entries."""
+
+    def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int]) -> None:
+        self._fixed_limit = limit
+        self._torch_compiler = compiler
+        super().__init__(fn, compiler, recompile_limit=limit or adapter.recompile_limit(),
+                         automatic_dynamic=False, policy=_NO_RULES, global_state=True)
+        compiler.cache = self
+
+    @property  # type: ignore[override]
+    def recompile_limit(self) -> int:
+        return self._fixed_limit or adapter.recompile_limit()
+
+    @recompile_limit.setter
+    def recompile_limit(self, value: int) -> None:
+        pass  # FunctionCache.__init__ sets it; the property reads the live value
+
+    @property  # type: ignore[override]
+    def on_limit(self) -> str:
+        return "raise" if adapter.fail_on_recompile_limit_hit() else "fallback"
+
+    @on_limit.setter
+    def on_limit(self, value: str) -> None:
+        pass
+
+    def stats(self) -> CacheStats:
+        live = {e.compile_id for e in self.entries()}
+        infos = self._torch_compiler.infos
+        return _with(super().stats(),
+                     capture_failures=self._torch_compiler.capture_failures,
+                     delegated=sum(1 for cid in live if infos.get(cid) and infos[cid].delegated))
+
+
+def _with(stats: CacheStats, **extra: int) -> CacheStats:
+    import dataclasses
+
+    return dataclasses.replace(stats, **extra)
+
+
+# [Note: Capture failures]: the functions whose capture failure was logged already.
+_logged_failures: weakref.WeakSet[Any] = weakref.WeakSet()
+_shared: weakref.WeakKeyDictionary[Any, dict[Any, weakref.ref[DynamoCache]]] = weakref.WeakKeyDictionary()
+
+
+def _target(obj: Any) -> tuple[types.FunctionType, Optional[Any]]:
+    """The Python function to capture and the object passed as its first argument
+    ([Note: jitguard.torch.compile on Dynamo])."""
+    if isinstance(obj, torch.nn.Module):
+        fwd = inspect.getattr_static(type(obj), "forward", None)
+        if not isinstance(fwd, types.FunctionType):
+            raise TypeError(f"cannot compile {type(obj).__qualname__}: its forward is not a Python function")
+        return fwd, obj
+    if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
+        return obj.__func__, obj.__self__
+    if isinstance(obj, types.FunctionType):
+        return obj, None
+    call = inspect.getattr_static(type(obj), "__call__", None)
+    if isinstance(call, types.FunctionType):
+        return call, obj
+    raise TypeError(
+        f"jitguard.torch.compile compiles Python functions, nn.Modules, bound methods and "
+        f"objects with a Python __call__; got {obj!r}"
+    )
+
+
+def _cache_for(fn: types.FunctionType, key: tuple[Any, ...], isolate: bool,
+               make: Callable[[], DynamoCache]) -> DynamoCache:
+    """[Note: Shared entries]: the map holds caches weakly (the wrappers hold them), so a
+    cache lives as long as one wrapper of it does, and a function is not kept alive."""
+    if isolate:
+        return make()
+    per_fn = _shared.setdefault(fn, {})
+    ref = per_fn.get(key)
+    cache = ref() if ref is not None else None
+    if cache is None:
+        cache = make()
+        per_fn[key] = weakref.ref(cache)
+    return cache
+
+
+def _verify_default() -> bool:
+    return os.environ.get("JITGUARD_VERIFY", "") not in ("", "0")
 
 
 def compile(
-    fn: Optional[Callable[..., Any]] = None,
+    model_or_fn: Any = None,
     /,
     *,
-    dynamic: Optional[bool] = None,
+    backend: Any = "eager",
     fullgraph: bool = False,
-    **options: Any,
+    dynamic: Optional[bool] = None,
+    verify: Optional[bool] = None,
+    isolate_recompiles: bool = False,
+    recompile_limit: Optional[int] = None,
 ) -> Any:
-    """Compile ``fn`` with jitguard's reference torch compiler: each cache entry is a
-    ``make_fx`` trace over fake inputs, run on real inputs on a hit. ``dynamic``: see
-    [Note: Dynamic shapes in jitguard.torch.compile]; ``fullgraph=True`` raises when ``fn``
-    cannot be traced instead of running it eagerly. Other options go to
-    ``jitguard.specialize`` (``recompile_limit``, ``on_limit``, ``static``, ``dynamic`` is
-    taken, ``automatic_dynamic`` for ints, ...). ``fn`` may be an ``nn.Module``, a bound
-    method or a closure ([Note: Compiling a callable with state]). Usable as a decorator."""
-    if fn is None:
-        return lambda f: compile(f, dynamic=dynamic, fullgraph=fullgraph, **options)
-    if "compiler" in options:
-        raise TypeError("jitguard.torch.compile brings its own compiler")
-    compiler = TorchCompiler(dynamic, fullgraph)
-    if dynamic is False:
-        options.setdefault("automatic_dynamic", False)
-    target: Callable[..., Any] = _invoke if _needs_invoke(fn) else fn
-    if dynamic is True:
-        options["dynamic"] = tuple(inspect.signature(target).parameters)
-    compiled = specialize(target, compiler=compiler, **options)
-    compiler.cache = cache_of(compiled)
-    if target is _invoke:
-        inner = compiled
+    """Compile ``model_or_fn`` with TorchDynamo's full-graph capture, jitguard checking the
+    guards ([Note: jitguard.torch.compile on Dynamo]). ``backend``: "eager" (default),
+    "aot_eager", "inductor", any registered name, or a callable ``(gm, example_inputs) ->
+    callable`` as for ``torch.compile``. ``fullgraph=True``: a graph break raises
+    ``CaptureError`` instead of running eagerly. ``dynamic``: as ``torch.compile``.
+    ``verify=True`` (or ``JITGUARD_VERIFY=1``): torch's own guard tree is evaluated beside
+    jitguard's check on every call; a disagreement raises ``GuardMismatchError``.
+    ``isolate_recompiles``: keep entries apart from other wrappers of the same function.
+    ``recompile_limit``: None follows ``torch._dynamo.config.recompile_limit``. Usable as a
+    decorator, with or without arguments."""
+    if model_or_fn is None:
+        return functools.partial(
+            compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, verify=verify,
+            isolate_recompiles=isolate_recompiles, recompile_limit=recompile_limit,
+        )
+    if dynamic not in (None, True, False):
+        raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
+    if recompile_limit is not None and (not isinstance(recompile_limit, int) or recompile_limit < 1):
+        raise ValueError(f"recompile_limit must be None or an int >= 1, got {recompile_limit!r}")
+    if verify is None:
+        verify = _verify_default()
+    fn, first = _target(model_or_fn)
+    code = fn.__code__
+    where = f"{fn.__qualname__} at {code.co_filename}:{code.co_firstlineno}"
+    backend_key = backend if isinstance(backend, str) else id(backend)
 
-        def compiled(*args: Any, **kwargs: Any) -> Any:
-            return inner(fn, *args, **kwargs)
+    def make() -> DynamoCache:
+        compiler = TorchCompiler(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
+                                 verify=bool(verify), where=where)
+        cache = DynamoCache(fn, compiler, recompile_limit)
+        cache.where = where
+        cache._job.where = where
+        return cache
 
-        compiled.cache = compiler.cache  # type: ignore[attr-defined]
-        compiled.__wrapped__ = fn  # type: ignore[attr-defined]
-    compiled.compiler = compiler
-    return compiled
-
-
-def traced_info(compiled: Any) -> dict[Any, CompiledEntryInfo]:
-    """Per compile id, what ``jitguard.torch.compile`` made for the entries of ``compiled``."""
-    compiler = getattr(compiled, "compiler", None)
-    if not isinstance(compiler, TorchCompiler):
-        raise TypeError(f"{compiled!r} was not made by jitguard.torch.compile")
-    return dict(compiler.infos)
+    cache = _cache_for(fn, (backend_key, fullgraph, dynamic, bool(verify), recompile_limit),
+                       isolate_recompiles, make)
+    return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles)

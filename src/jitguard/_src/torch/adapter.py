@@ -1,0 +1,244 @@
+"""Every use of a torch internal by ``jitguard.torch.compile``, in one module: TorchDynamo's
+full-graph capture, the guard filter hook, torch's guard manager, backend lookup, the
+compile stance, torch's config knobs and exception types. (Reading Dynamo's Source objects
+and ``GuardFilterEntry`` fields for the conversion sits in ``adapter_sources``.)
+
+May import: torch (its private modules too: that is what this module is for), the standard
+library. Nothing from jitguard: the compiler above calls in, never the other way.
+
+tests/torch/test_adapter.py holds a test per internal used here, so a torch upgrade that
+moves one breaks that test, loudly, and nothing else needs reading.
+
+# [Note: Capturing with Dynamo]
+# ``capture`` does what ``torch._dynamo.aot_compile.aot_compile_fullgraph`` does, minus the
+# serialization: ``convert_frame.fullgraph_capture`` traces the function's bytecode (one
+# graph or an error), the user's backend compiles the graph, and the guards are built by
+# ``GraphCaptureOutput.build_guards(save=False)`` with our ``guard_filter_fn``. That hook
+# sees every guard (a ``GuardFilterEntry``) and says which to keep in torch's guard
+# manager: jitguard keeps there exactly the guards it could not convert, so that tree is
+# the delegated part of the entry's check ([Note: Delegating to torch's guard tree]).
+# aot_compile_fullgraph itself would serialize the kept guards, and some kinds refuse
+# ("MODULE_MATCH guard cannot be serialized"); ``save=False`` serializes nothing, so any
+# kind can be delegated. The capture runs with Dynamo's metrics context and function-mode
+# handling, as aot_compile_fullgraph does; a second, complete tree (every guard kept) is
+# built only for verify mode.
+#
+# The program that runs on a hit is the transformed bytecode over the function's *live*
+# globals (Dynamo installed the compiled graph, its imports and builtins dicts there, under
+# names of its own, as ``torch.compile`` does) and its live closure cells:
+# aot_compile_fullgraph's ``fn`` runs over a copy of the globals taken at compile time,
+# which would read a stale global after the user reassigned it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from typing import Any, Optional
+
+import torch
+import torch._dynamo
+import torch._dynamo.config as dynamo_config
+import torch._dynamo.eval_frame as eval_frame
+import torch._guards
+from torch._dynamo import convert_frame
+from torch._dynamo.backends.registry import lookup_backend
+from torch._dynamo.exc import UncapturedHigherOrderOpError, Unsupported
+from torch._dynamo.hooks import Hooks
+from torch._dynamo.utils import dynamo_timed, get_metrics_context
+from torch._dynamo.variables.torch_function import torch_function_mode_stack_state_mgr
+
+__all__ = [
+    "GRAPH_BREAKS",
+    "Captured",
+    "backend_name",
+    "capture",
+    "check_verbose",
+    "recompile_limit",
+    "resolve_backend",
+    "stance",
+    "tree_check",
+]
+
+#: What a capture raises for a graph break or an unsupported construct (the function can
+#: still run eagerly). Anything else Dynamo raises (a user error such as a marked dynamic
+#: dim that got specialized, an error of the function itself) propagates.
+GRAPH_BREAKS: tuple[type[BaseException], ...] = (Unsupported, UncapturedHigherOrderOpError)
+
+Backend = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
+
+
+def resolve_backend(backend: Any) -> Backend:
+    """A backend as ``torch.compile`` takes it (a registered name or a callable
+    ``(gm, example_inputs) -> callable``) as the callable."""
+    if isinstance(backend, str):
+        return lookup_backend(backend)  # type: ignore[no-any-return]
+    if not callable(backend):
+        raise TypeError(f"backend must be a name or a callable (gm, example_inputs), got {backend!r}")
+    return backend  # type: ignore[no-any-return]
+
+
+def backend_name(backend: Any) -> str:
+    if isinstance(backend, str):
+        return backend
+    return getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__)
+
+
+def stance() -> str:
+    """torch's compile stance now (``torch.compiler.set_stance``): "default",
+    "force_eager", "eager_on_recompile", "fail_on_recompile", ..."""
+    return eval_frame._stance.stance  # type: ignore[no-any-return]
+
+
+def recompile_limit() -> int:
+    """``torch._dynamo.config.recompile_limit`` (``cache_size_limit`` is its alias)."""
+    return int(dynamo_config.recompile_limit)
+
+
+def fail_on_recompile_limit_hit() -> bool:
+    return bool(dynamo_config.fail_on_recompile_limit_hit)
+
+
+@dataclasses.dataclass
+class Captured:
+    """One capture: ``fn`` (the program: same signature as the function captured; no guard
+    check), ``entries`` (every guard as a ``GuardFilterEntry``, in Dynamo's order), ``kept``
+    (which of them torch's ``tree`` checks; ``tree`` is None when none), ``full_tree``
+    (every guard; verify mode only), ``graph_module`` (None when no graph was made), the
+    code captured, and the names and cells of its free variables (torch's trees read them
+    as locals)."""
+
+    fn: Callable[..., Any]
+    entries: list[Any]
+    kept: list[bool]
+    tree: Optional[Any]
+    full_tree: Optional[Any]
+    graph_module: Optional[torch.fx.GraphModule]
+    code: types.CodeType
+    freevars: tuple[str, ...]
+    closure: tuple[Any, ...]
+
+
+def _capture_contexts(stack: ExitStack, dynamic: Optional[bool]) -> None:
+    stack.enter_context(get_metrics_context())
+    stack.enter_context(dynamo_timed("fullgraph_capture"))
+    stack.enter_context(torch._functorch.config.patch(strict_autograd_cache=True))
+    if dynamic is not None:
+        stack.enter_context(eval_frame.set_enable_dynamic(dynamic))
+    stack.enter_context(torch_function_mode_stack_state_mgr)
+
+
+def capture(
+    fn: types.FunctionType,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    backend: Backend,
+    keep: Callable[[Sequence[Any]], Sequence[bool]],
+    *,
+    dynamic: Optional[bool] = None,
+    full_tree: bool = False,
+) -> Captured:
+    """Capture ``fn(*args, **kwargs)`` as one graph, compile it with ``backend`` and build
+    its guards ([Note: Capturing with Dynamo]). ``keep(entries)`` says which guards torch's
+    tree keeps. Raises one of ``GRAPH_BREAKS`` when there is no single graph."""
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"capture needs a Python function, got {fn!r}")
+    seen: list[Any] = []
+    kept: list[bool] = []
+
+    def filter_fn(entries: Sequence[Any]) -> Sequence[bool]:
+        seen[:] = list(entries)
+        kept[:] = [bool(k) for k in keep(entries)]
+        return kept
+
+    with ExitStack() as stack:
+        _capture_contexts(stack, dynamic)
+        out = convert_frame.fullgraph_capture(fn, args, kwargs)
+        gco = out.graph_capture_output
+        bi = out.backend_input
+        gm = None
+        if bi is not None:
+            gm = bi.graph_module
+            tc = torch._guards.TracingContext(bi.fake_mode)
+            tc.tensor_to_context = bi.tensor_to_context
+            with torch._guards.tracing(tc):
+                compiled = backend(gm, bi.example_inputs)
+            # Dynamo installed the graph module under this name; the backend's callable
+            # runs instead.
+            gco.f_globals[bi.backend_id] = compiled
+        with ExitStack() as restore:
+            if torch_function_mode_stack_state_mgr.stack:
+                restore.enter_context(torch_function_mode_stack_state_mgr.temp_restore_stack())
+            check = gco.build_guards(fn.__code__, hooks=Hooks(guard_filter_fn=filter_fn), save=False)
+            full = None
+            if full_tree:
+                full = gco.build_guards(
+                    fn.__code__,
+                    hooks=Hooks(guard_filter_fn=lambda es: [True] * len(es)),
+                    save=False,
+                ).guard_manager
+    program = types.FunctionType(gco.bytecode, gco.f_globals, fn.__name__, gco.argdefs, gco.closure)
+    if gco.kwdefaults:
+        program.__kwdefaults__ = dict(gco.kwdefaults)
+    program.__qualname__ = fn.__qualname__
+    return Captured(
+        fn=program,
+        entries=seen,
+        kept=kept,
+        tree=check.guard_manager if any(kept) else None,
+        full_tree=full,
+        graph_module=gm,
+        code=fn.__code__,
+        freevars=fn.__code__.co_freevars,
+        closure=tuple(fn.__closure__ or ()),
+    )
+
+
+def frame_locals(freevars: tuple[str, ...], closure: tuple[Any, ...], params: tuple[str, ...],
+                 values: Sequence[Any]) -> dict[str, Any]:
+    """The locals torch's guard tree reads: the free variables' cell contents (an empty
+    cell is left out), then the parameters."""
+    out: dict[str, Any] = {}
+    for name, cell in zip(freevars, closure):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:
+            pass
+    out.update(zip(params, values))
+    return out
+
+
+def tree_check(tree: Any, f_locals: dict[str, Any]) -> bool:
+    """Evaluate torch's guard tree (a ``GuardManagerWrapper``) on a frame's locals."""
+    return bool(tree.check(f_locals))
+
+
+def check_verbose(tree: Any, f_locals: dict[str, Any]) -> list[str]:
+    """The failing parts of torch's guard tree, as torch words them (empty: it holds)."""
+    info = tree.check_verbose(f_locals)
+    if info.result:
+        return []
+    return [str(part) for part in info.verbose_code_parts] or ["(torch gave no reason)"]
+
+
+def guard_count(tree: Any) -> int:
+    """How many guards a capture made in all (for display)."""
+    return len(getattr(tree, "code_parts", ()) or ())
+
+
+def graph_is_dynamic(gm: Optional[torch.fx.GraphModule]) -> bool:
+    """Whether a captured graph takes a symbolic size or int (Dynamo's placeholders carry
+    their fake value in ``meta["example_value"]``)."""
+    if gm is None:
+        return False
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        value = node.meta.get("example_value")
+        if isinstance(value, torch.SymInt):
+            return True
+        if isinstance(value, torch.Tensor) and any(not isinstance(s, int) for s in value.shape):
+            return True
+    return False
