@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "_util", "stacks", "weak", "config", "integrations"),
     ("ids",),
     ("guards",),
-    ("sources",),
+    ("sources", "more_sources"),
     ("global_state",),
     ("checkpoints",),
     ("contexts",),
