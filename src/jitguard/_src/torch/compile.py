@@ -136,10 +136,9 @@ class TorchCompiler:
         def keep(entries: Sequence[Any]) -> list[bool]:
             if convert is None:
                 return [True] * len(entries)
-            result = convert(entries, f_locals=dict(request.arguments),
-                             f_globals=getattr(request.fn, "__globals__", None))
+            result = convert(entries, function=request.fn)
             converted[:] = [result]
-            left = {id(e) for e in result.unconverted}
+            left = {id(u.entry) for u in result.unconverted}
             return [id(e) in left for e in entries]
 
         try:
@@ -150,15 +149,8 @@ class TorchCompiler:
         info = EntryInfo(request.compile_id, cap, request.signature.params)
         self.infos[request.compile_id] = info
         if converted:
-            result = converted[0]
-            gc = request.tracing_context.guards_context
-            for guard in result.guards:
-                gc.dynamo_guards.add(guard, skip=1)
-            for expr in getattr(result, "env_exprs", ()):
-                gc.aotautograd_guards.append(expr)
-            shape = getattr(result, "shape_guards", ())
-            if shape:
-                request.add_shape_guards(shape, getattr(result, "symbol_sources", None))
+            converted[0].add_to(request)
+            info.conversion = converted[0]
         if cap.tree is not None:
             self._delegate(request, info)
         if self.verify:

@@ -50,6 +50,7 @@ class EntryInfo:
         self.params = params
         self.failure = failure
         self.delegated: Counter[str] = Counter()
+        self.conversion: Any = None  # convert.Conversion, when the conversion ran
         self.full_tree = cap.full_tree if cap is not None else None
 
     @property
