@@ -33,6 +33,7 @@ moves one breaks that test, loudly, and nothing else needs reading.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -119,6 +120,7 @@ class Captured:
     code: types.CodeType
     freevars: tuple[str, ...]
     closure: tuple[Any, ...]
+    installed: tuple[str, ...] = ()  # the globals that hold this capture's compiled graph
 
 
 def _capture_contexts(stack: ExitStack, dynamic: Optional[bool]) -> None:
@@ -193,7 +195,28 @@ def capture(
         code=fn.__code__,
         freevars=fn.__code__.co_freevars,
         closure=tuple(fn.__closure__ or ()),
+        installed=(bi.backend_id,) if bi is not None else (),
     )
+
+
+_reset_callbacks: list[Callable[[], None]] = []
+
+
+def on_reset(callback: Callable[[], None]) -> None:
+    """Call ``callback`` after every ``torch._dynamo.reset()`` (which has no hook of its own:
+    the first registration wraps ``torch._dynamo.reset``, so code that calls it through the
+    module attribute, as tests do, also clears jitguard's entries)."""
+    if not _reset_callbacks:
+        original = torch._dynamo.reset
+
+        @functools.wraps(original)
+        def reset() -> None:
+            original()
+            for cb in list(_reset_callbacks):
+                cb()
+
+        torch._dynamo.reset = reset
+    _reset_callbacks.append(callback)
 
 
 def frame_locals(freevars: tuple[str, ...], closure: tuple[Any, ...], params: tuple[str, ...],

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import logging
 import os
 import types
@@ -107,6 +108,10 @@ class TorchCompiler:
         self.infos: dict[Any, EntryInfo] = {}
         self.capture_failures = 0
         self.cache: Optional[FunctionCache] = None
+        # globals installed in the function's module (compiled graphs, the function itself
+        # for closure guards), removed when the cache dies ([Note: Shared entries])
+        self.installed: list[str] = []
+        self.function_source: Optional[Source] = None
 
     # ---- verify mode, on a miss -----------------------------------------------------------
     def _verify_miss(self, request: CompileRequest) -> None:
@@ -136,7 +141,8 @@ class TorchCompiler:
         def keep(entries: Sequence[Any]) -> list[bool]:
             if convert is None:
                 return [True] * len(entries)
-            result = convert(entries, function=request.fn)
+            result = convert(entries, function=request.fn,
+                             function_source=self.function_source)
             converted[:] = [result]
             left = {id(u.entry) for u in result.unconverted}
             return [id(e) in left for e in entries]
@@ -146,6 +152,7 @@ class TorchCompiler:
                                   dynamic=self.dynamic, full_tree=self.verify)
         except adapter.GRAPH_BREAKS as e:
             return self._capture_failed(request, e)
+        self.installed.extend(cap.installed)
         info = EntryInfo(request.compile_id, cap, request.signature.params)
         self.infos[request.compile_id] = info
         if converted:
@@ -219,6 +226,16 @@ class DynamoCache(FunctionCache):
         super().__init__(fn, compiler, recompile_limit=limit or adapter.recompile_limit(),
                          automatic_dynamic=False, policy=_NO_RULES, global_state=True)
         compiler.cache = self
+        f_globals = getattr(fn, "__globals__", None)
+        if isinstance(f_globals, dict):
+            if getattr(fn, "__closure__", None):
+                # closure guards read the cells through the function, found as a global
+                name = f"__jitguard_fn_{next(_fn_ids)}"
+                f_globals[name] = fn
+                compiler.installed.append(name)
+                compiler.function_source = GlobalSource(name)
+            weakref.finalize(self, _uninstall, f_globals, compiler.installed)
+        _live.add(self)
 
     @property  # type: ignore[override]
     def recompile_limit(self) -> int:
@@ -230,7 +247,8 @@ class DynamoCache(FunctionCache):
 
     @property  # type: ignore[override]
     def on_limit(self) -> str:
-        return "raise" if adapter.fail_on_recompile_limit_hit() else "fallback"
+        fullgraph = self._torch_compiler.fullgraph
+        return "raise" if fullgraph or adapter.fail_on_recompile_limit_hit() else "fallback"
 
     @on_limit.setter
     def on_limit(self, value: str) -> None:
@@ -242,6 +260,24 @@ class DynamoCache(FunctionCache):
         return _with(super().stats(),
                      capture_failures=self._torch_compiler.capture_failures,
                      delegated=sum(1 for cid in live if infos.get(cid) and infos[cid].delegated))
+
+
+def _uninstall(f_globals: dict[str, Any], names: list[str]) -> None:
+    for name in names:
+        f_globals.pop(name, None)
+
+
+_fn_ids = itertools.count()
+_live: weakref.WeakSet[DynamoCache] = weakref.WeakSet()
+
+
+def _clear_all() -> None:
+    """After ``torch._dynamo.reset()``: every cache forgets its entries, as torch's do."""
+    for cache in list(_live):
+        cache.clear()
+
+
+adapter.on_reset(_clear_all)
 
 
 def _with(stats: CacheStats, **extra: int) -> CacheStats:
