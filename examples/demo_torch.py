@@ -2,9 +2,9 @@
 
     .venv/bin/python examples/demo_torch.py
 
-A function compiled with ``jitguard.torch.compile`` is a specializing cache
-(``jitguard.specialize``) whose entries are ``make_fx`` traces over fake tensors under a
-ShapeEnv; each entry's check holds the tensors' guards and the ShapeEnv's shape guards.
+TorchDynamo captures the function (one graph per cache entry); jitguard's cache checks the
+guards Dynamo made, converted to jitguard guards (the rest delegated to torch's own guard
+tree), and says why it recompiles.
 """
 
 from __future__ import annotations
@@ -26,84 +26,60 @@ def section(title: str) -> None:
 
 
 def show_entries(fn: Any) -> None:
-    infos = jgt.traced_info(fn)
+    infos = jgt.capture_info(fn)
     for entry in jitguard.cache_of(fn).entries():
         info = infos[entry.compile_id]
-        dims = {s.name(): sorted(d) for s, d in info.symbolic_dims().items()}
-        print(f"  entry {entry.compile_id}: {entry.hits} hits, symbolic dims {dims or '{}'}, "
-              f"shape guards {info.shape_guards() or '[]'}")
-
-
-def last_reasons(fn: Any) -> list[str]:
-    records = jitguard.cache_of(fn).recompiles
-    return records[-1].reasons() if records else []
+        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(info.guard_types().items()))
+        print(f"  entry {entry.compile_id}: {entry.hits} hits; Dynamo's guards: {kinds}")
+        print(f"    delegated to torch's tree: {dict(info.delegated) or 'none'}"
+              f"{'; dynamic graph' if info.dynamic else ''}")
 
 
 def main() -> None:
-    torch.manual_seed(0)
-    logging.getLogger("torch").setLevel(logging.ERROR)
+    logging.basicConfig(format="  [log] %(name)s: %(message)s", level=logging.WARNING)
+    logging.getLogger("jitguard.recompiles").setLevel(logging.INFO)
 
-    def f(x: Any, w: Any) -> Any:
-        h = (x @ w).relu()
-        if x.shape[0] > 2:
-            h = h * 2
-        return h.sum(0) + x.shape[0]
+    section("1. a function: a second size makes that dim dynamic, as torch does")
 
-    cf = jgt.compile(f)
-    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    @jgt.compile
+    def f(x: Any, n: int) -> Any:
+        return x.sin() * n
 
-    section("1. First call compiles, the next one hits")
-    out = cf(x, w)
-    print("same as eager:", torch.equal(out, f(x, w)))
-    cf(torch.randn(4, 3), w)
-    print("stats:", jitguard.cache_of(cf).stats())
-    (info,) = jgt.traced_info(cf).values()
-    print("the traced graph:")
-    print("  " + info.graph_module.code.strip().replace("\n", "\n  "))
+    f(torch.randn(3), 2)
+    f(torch.randn(3), 2)
+    f(torch.randn(5), 2)
+    f(torch.randn(7), 2)
+    show_entries(f)
+    print("  stats:", jitguard.cache_of(f).stats())
 
-    section("2. A dtype change recompiles, and says why")
-    cf(x.double(), w.double())
-    for line in last_reasons(cf):
+    section("2. a module: compiled as its forward, sources read L['self']")
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    cm = jgt.compile(model)
+    x = torch.randn(2, 4)
+    print("  same as eager:", torch.equal(cm(x), model(x)))
+    model.train(False)
+    model[0].weight.requires_grad_(False)
+    print("  after requires_grad_(False), same as eager:", torch.equal(cm(x), model(x)))
+    for line in jitguard.cache_of(cm).reasons():
         print("  reason:", line)
 
-    section("3. A size change: automatic dynamic shapes")
-    cf(torch.randn(6, 3), w)
-    for line in last_reasons(cf):
-        print("  reason:", line)
-    show_entries(cf)
-    before = jitguard.cache_of(cf).stats().compiles
-    for n in (3, 9, 17):
-        cf(torch.randn(n, 3), w)
-    print(f"sizes 3, 9, 17: {jitguard.cache_of(cf).stats().compiles - before} new compiles")
+    section("3. a graph break: eager, logged once; fullgraph=True raises")
 
-    section("4. Shape guards reject the sizes the trace did not cover")
-    print("x of 2 rows (the trace took `x.shape[0] > 2`):")
-    cf(torch.randn(2, 3), w)
-    for line in last_reasons(cf):
-        print("  reason:", line)
-    show_entries(cf)
+    def breaks(x: Any) -> Any:
+        print("  (side effect runs once per call)")
+        return x + 1
 
-    section("5. dynamic=True, equalities between dims, mark_dynamic")
-    mm = jgt.compile(lambda a, b: a @ b, dynamic=True)
-    mm(torch.randn(5, 3), torch.randn(3, 4))
-    show_entries(mm)
-    (entry,) = jitguard.cache_of(mm).entries()
-    for failure in entry.check.explain(torch.randn(5, 3), torch.randn(2, 4)):
-        print("  a (5, 3) @ (2, 4) fails:", failure.reason.split("  #")[0])
-    g = jgt.compile(lambda t: t.cumsum(1))
-    g(jgt.mark_dynamic(torch.randn(2, 8), 1))
-    g(torch.randn(2, 30))
-    show_entries(g)
-    print("a size of 1 (0/1 specialization: a symbolic size is >= 2; 0 and 1 are static):")
-    g(torch.randn(2, 1))
-    for line in last_reasons(g):
-        print("  reason:", line)
+    jgt.compile(breaks)(torch.ones(1))
+    try:
+        jgt.compile(breaks, fullgraph=True)(torch.ones(1))
+    except jitguard.CaptureError as e:
+        print("  CaptureError:", str(e).splitlines()[0])
 
-    section("6. What the function cannot be traced for runs eagerly")
-    h = jgt.compile(lambda t: t + 1 if t.sum() > 0 else t - 1)
-    print("results:", h(torch.ones(2)).tolist(), h(-torch.ones(2)).tolist())
-    (info,) = jgt.traced_info(h).values()
-    print("fallback reason:", (info.fallback_reason or "").splitlines()[0][:100])
+    section("4. verify mode: torch's own guard tree beside jitguard's check")
+    g = jgt.compile(lambda x: x * 2, verify=True)
+    g(torch.ones(2))
+    g(torch.ones(2, dtype=torch.float64))
+    print("  two entries, no disagreement:", jitguard.cache_of(g).stats().entries)
 
 
 if __name__ == "__main__":

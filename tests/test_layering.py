@@ -269,3 +269,65 @@ def test_checker_rejects_unknown_module() -> None:
     """A module outside every layer is reported with how to fix it."""
     with pytest.raises(LookupError, match="add 'mystery' to LAYERS"):
         level_of("jitguard._src.mystery")
+
+
+# ---- the torch package: two layers, one adapter -------------------------------------------
+# [Note: Layering] of the torch package (jitguard/_src/torch/__init__.py): the compiler on
+# TorchDynamo sits above the integration; the integration never imports it. The adapters
+# (every torch internal, reached through them only) import nothing of jitguard, so both
+# layers may use them.
+TORCH_FRONTEND = {"api", "compile", "compiled", "convert", "convert_shape", "convert_sources"}
+TORCH_ADAPTERS = {"adapter", "adapter_sources"}
+# Integration modules that still import a private torch module themselves (C++ checkers and
+# fake-tensor hooks written before the adapter existed); no other module may.
+TORCH_PRIVATE_ALLOWED = {"aliasing", "batched", "fake", "state"}
+PRIVATE_TORCH = ("torch._",)
+
+
+def _torch_modules() -> list[Path]:
+    return sorted((SRC_DIR / TORCH_PACKAGE).glob("*.py"))
+
+
+@pytest.mark.parametrize("path", _torch_modules(), ids=lambda p: p.stem)
+def test_torch_integration_never_imports_the_frontend(path: Path) -> None:
+    """Integration modules (kinds, states, sources) import no frontend module."""
+    if path.stem in TORCH_FRONTEND:
+        return
+    name = module_name(path)
+    imports = collect_imports(path.read_text(), name, is_package=path.name == "__init__.py")
+    bad = [
+        f"{name}:{imp.lineno} imports {imp.module}"
+        for imp in imports
+        if imp.module.startswith(f"jitguard._src.{TORCH_PACKAGE}.")
+        and imp.module.split(".")[3] in TORCH_FRONTEND
+    ]
+    assert bad == []
+
+
+@pytest.mark.parametrize("path", _torch_modules(), ids=lambda p: p.stem)
+def test_torch_internals_only_in_the_adapter(path: Path) -> None:
+    """Only the adapter modules import torch._dynamo, torch._guards, torch._C, ... (a few
+    integration modules listed in TORCH_PRIVATE_ALLOWED still import C++ checkers)."""
+    if path.stem in TORCH_ADAPTERS:
+        return
+    name = module_name(path)
+    imports = collect_imports(path.read_text(), name, is_package=path.name == "__init__.py")
+    private = [i for i in imports if i.module.startswith(PRIVATE_TORCH)]
+    if path.stem in TORCH_PRIVATE_ALLOWED:
+        private = [i for i in private if i.module.startswith(("torch._dynamo", "torch._guards"))
+                   and not i.module.startswith("torch._C")]
+    assert [f"{name}:{i.lineno} imports {i.module}" for i in private] == []
+
+
+@pytest.mark.parametrize("stem", sorted(TORCH_ADAPTERS))
+def test_torch_adapters_import_nothing_of_jitguard(stem: str) -> None:
+    """The adapters are the bottom of the torch package: torch and the standard library."""
+    path = SRC_DIR / TORCH_PACKAGE / f"{stem}.py"
+    imports = collect_imports(path.read_text(), module_name(path), is_package=False)
+    assert [i.module for i in imports if i.module.startswith("jitguard")] == []
+
+
+def test_torch_frontend_modules_exist() -> None:
+    """The frontend and adapter modules named here exist (the lists cannot go stale)."""
+    stems = {p.stem for p in _torch_modules()}
+    assert TORCH_FRONTEND <= stems and TORCH_ADAPTERS <= stems

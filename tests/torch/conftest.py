@@ -1,11 +1,16 @@
 """Fixtures for the torch tests (torch is imported inside them: a module without torch
-skips itself with ``pytest.importorskip``)."""
+skips itself with ``pytest.importorskip``). Every torch test runs with verify mode on
+(``JITGUARD_VERIFY=1``): each ``jitguard.torch.compile`` call is checked against torch's own
+guard tree ([Note: Verify mode])."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+
+os.environ.setdefault("JITGUARD_VERIFY", "1")
 
 
 @pytest.fixture

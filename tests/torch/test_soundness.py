@@ -142,6 +142,8 @@ def outcome(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, Any]:
     try:
         return ("ok", fn(*args))
     except Exception as e:
+        if os.environ.get("JITGUARD_SOUNDNESS_DEBUG"):
+            print(e)
         return ("raised", type(e))
 
 

@@ -75,22 +75,23 @@ def resolve_backend(backend: Any) -> Backend:
     """A backend as ``torch.compile`` takes it (a registered name or a callable
     ``(gm, example_inputs) -> callable``) as the callable."""
     if isinstance(backend, str):
-        return lookup_backend(backend)  # type: ignore[no-any-return]
+        return lookup_backend(backend)
     if not callable(backend):
         raise TypeError(f"backend must be a name or a callable (gm, example_inputs), got {backend!r}")
-    return backend  # type: ignore[no-any-return]
+    return backend
 
 
 def backend_name(backend: Any) -> str:
     if isinstance(backend, str):
         return backend
-    return getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__)
+    name = getattr(backend, "compiler_name", None) or getattr(backend, "__name__", None)
+    return str(name or type(backend).__name__)
 
 
 def stance() -> str:
     """torch's compile stance now (``torch.compiler.set_stance``): "default",
     "force_eager", "eager_on_recompile", "fail_on_recompile", ..."""
-    return eval_frame._stance.stance  # type: ignore[no-any-return]
+    return eval_frame._stance.stance
 
 
 def recompile_limit() -> int:
@@ -224,12 +225,12 @@ def frame_locals(freevars: tuple[str, ...], closure: tuple[Any, ...], params: tu
     """The locals torch's guard tree reads: the free variables' cell contents (an empty
     cell is left out), then the parameters."""
     out: dict[str, Any] = {}
-    for name, cell in zip(freevars, closure):
+    for name, cell in zip(freevars, closure, strict=True):
         try:
             out[name] = cell.cell_contents
         except ValueError:
             pass
-    out.update(zip(params, values))
+    out.update(zip(params, values, strict=True))
     return out
 
 

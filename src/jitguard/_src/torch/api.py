@@ -30,13 +30,13 @@ __all__ = [
 install()
 
 #: The create_fns of the torch guard kinds (also ``jitguard.GuardBuilder.<NAME>``).
-TENSOR_MATCH: Callable[..., Any] = GuardBuilder.TENSOR_MATCH  # type: ignore[attr-defined]
-TENSORS_MATCH: Callable[..., Any] = GuardBuilder.TENSORS_MATCH  # type: ignore[attr-defined]
-NO_TENSOR_ALIASING: Callable[..., Any] = GuardBuilder.NO_TENSOR_ALIASING  # type: ignore[attr-defined]
-NN_MODULE_STATE: Callable[..., Any] = GuardBuilder.NN_MODULE_STATE  # type: ignore[attr-defined]
-NN_MODULE_GLOBAL_HOOKS: Callable[..., Any] = GuardBuilder.NN_MODULE_GLOBAL_HOOKS  # type: ignore[attr-defined]
-TORCH_GLOBAL_STATE: Callable[..., Any] = GuardBuilder.TORCH_GLOBAL_STATE  # type: ignore[attr-defined]
-TORCH_GUARD_TREE: Callable[..., Any] = GuardBuilder.TORCH_GUARD_TREE  # type: ignore[attr-defined]
+TENSOR_MATCH: Callable[..., Any] = GuardBuilder.TENSOR_MATCH
+TENSORS_MATCH: Callable[..., Any] = GuardBuilder.TENSORS_MATCH
+NO_TENSOR_ALIASING: Callable[..., Any] = GuardBuilder.NO_TENSOR_ALIASING
+NN_MODULE_STATE: Callable[..., Any] = GuardBuilder.NN_MODULE_STATE
+NN_MODULE_GLOBAL_HOOKS: Callable[..., Any] = GuardBuilder.NN_MODULE_GLOBAL_HOOKS
+TORCH_GLOBAL_STATE: Callable[..., Any] = GuardBuilder.TORCH_GLOBAL_STATE
+TORCH_GUARD_TREE: Callable[..., Any] = GuardBuilder.TORCH_GUARD_TREE
 
 
 def tensor_match(

@@ -90,7 +90,7 @@ def _converter() -> Optional[Callable[..., Any]]:
         from .convert import convert_guards
     except ImportError:
         return None
-    return convert_guards  # type: ignore[no-any-return]
+    return convert_guards
 
 
 class TorchCompiler:
@@ -148,8 +148,10 @@ class TorchCompiler:
             return [id(e) in left for e in entries]
 
         try:
-            cap = adapter.capture(request.fn, args, kwargs, self.backend_fn, keep,
-                                  dynamic=self.dynamic, full_tree=self.verify)
+            cap = adapter.capture(
+                request.fn, args, kwargs, self.backend_fn, keep,  # type: ignore[arg-type]
+                dynamic=self.dynamic, full_tree=self.verify,
+            )
         except adapter.GRAPH_BREAKS as e:
             return self._capture_failed(request, e)
         self.installed.extend(cap.installed)
@@ -167,12 +169,16 @@ class TorchCompiler:
     def _delegate(self, request: CompileRequest, info: EntryInfo) -> None:
         """[Note: Delegating to torch's guard tree]."""
         params = request.signature.params
-        delegated = [e for e, k in zip(info.cap.entries, info.cap.kept) if k]
+        assert info.cap is not None
+        delegated = [e for e, k in zip(info.cap.entries, info.cap.kept, strict=True) if k]
         kinds = tuple(e.guard_type for e in delegated)
         names = tuple(e.name for e in delegated)
+        first: Source
+        others: list[Source]
         if params:
             delegation = Delegation(info.tree_accepts, info.tree_explain, kinds, names)
-            first, *others = (LocalSource(n, is_input=True) for n in params)
+            sources: list[Source] = [LocalSource(n, is_input=True) for n in params]
+            first, others = sources[0], sources[1:]
         else:  # no parameter to read: anchor the guard on a global that always exists
             delegation = Delegation(lambda _anchor: info.tree_accepts(),
                                     lambda _anchor: info.tree_explain(), kinds, names)
@@ -213,7 +219,7 @@ def _only_own_guards(entry: Any, values: tuple[Any, ...]) -> bool:
 def _tree_kind() -> Callable[..., Any]:
     from ..compiler.builder import GuardBuilder
 
-    return GuardBuilder.TORCH_GUARD_TREE  # type: ignore[attr-defined, no-any-return]
+    return GuardBuilder.TORCH_GUARD_TREE
 
 
 class DynamoCache(FunctionCache):
@@ -237,7 +243,7 @@ class DynamoCache(FunctionCache):
             weakref.finalize(self, _uninstall, f_globals, compiler.installed)
         _live.add(self)
 
-    @property  # type: ignore[override]
+    @property
     def recompile_limit(self) -> int:
         return self._fixed_limit or adapter.recompile_limit()
 

@@ -1,0 +1,133 @@
+"""One test per torch internal that jitguard/_src/torch/adapter.py relies on: a torch upgrade
+that moves one fails here, by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from jitguard._src.torch import adapter  # noqa: E402
+
+SCALE = 2.0
+
+
+def _f(x: Any, n: int) -> Any:
+    return x.sin() * SCALE + n
+
+
+def _capture(keep_all: bool = True, full: bool = False) -> adapter.Captured:
+    return adapter.capture(_f, (torch.ones(3), 1), {}, adapter.resolve_backend("eager"),
+                           lambda es: [keep_all] * len(es), full_tree=full)
+
+
+def test_backend_lookup() -> None:
+    """Backends resolve by name (torch's registry) or pass through when callable."""
+    assert callable(adapter.resolve_backend("eager"))
+    assert callable(adapter.resolve_backend("aot_eager"))
+
+    def mine(gm: Any, example_inputs: Any) -> Any:
+        return gm
+
+    assert adapter.resolve_backend(mine) is mine
+    assert adapter.backend_name("eager") == "eager" and adapter.backend_name(mine) == "mine"
+    with pytest.raises(TypeError, match="backend must be"):
+        adapter.resolve_backend(3)
+
+
+def test_stance_is_read() -> None:
+    """torch.compiler.set_stance is visible through adapter.stance()."""
+    assert adapter.stance() == "default"
+    with torch.compiler.set_stance("force_eager"):
+        assert adapter.stance() == "force_eager"
+    assert adapter.stance() == "default"
+
+
+def test_config_knobs_are_read() -> None:
+    """recompile_limit and fail_on_recompile_limit_hit follow torch._dynamo.config."""
+    with torch._dynamo.config.patch(recompile_limit=3, fail_on_recompile_limit_hit=True):
+        assert adapter.recompile_limit() == 3
+        assert adapter.fail_on_recompile_limit_hit() is True
+    assert adapter.fail_on_recompile_limit_hit() is False
+
+
+def test_capture_gives_guards_program_and_tree() -> None:
+    """fullgraph_capture + build_guards(save=False): every guard reaches the filter, the
+    program runs the graph over live globals, and torch's tree checks the kept guards."""
+    global SCALE
+    cap = _capture()
+    kinds = {e.guard_type for e in cap.entries}
+    assert {"TENSOR_MATCH", "CONSTANT_MATCH"} <= kinds
+    assert all(cap.kept) and cap.tree is not None and cap.graph_module is not None
+    x = torch.ones(3)
+    torch.testing.assert_close(cap.fn(x, 1), _f(x, 1))
+    assert adapter.tree_check(cap.tree, {"x": x, "n": 1})
+    assert not adapter.tree_check(cap.tree, {"x": torch.ones(4), "n": 1})
+    old, SCALE = SCALE, 5.0
+    try:  # the float global was baked in: the tree guards it
+        assert not adapter.tree_check(cap.tree, {"x": x, "n": 1})
+    finally:
+        SCALE = old
+    assert cap.installed and all(name in globals() for name in cap.installed)
+
+
+def test_capture_keeps_nothing_when_told() -> None:
+    """A filter that keeps nothing leaves no tree (the guards are jitguard's to check)."""
+    cap = _capture(keep_all=False)
+    assert cap.tree is None and not any(cap.kept) and cap.entries
+
+
+def test_full_tree_for_verify_mode() -> None:
+    """full_tree=True builds a second tree holding every guard."""
+    cap = _capture(keep_all=False, full=True)
+    assert cap.full_tree is not None
+    assert adapter.tree_check(cap.full_tree, {"x": torch.ones(3), "n": 1})
+    assert not adapter.tree_check(cap.full_tree, {"x": torch.ones(3), "n": 2})
+
+
+def test_check_verbose_words_the_failure() -> None:
+    """check_verbose gives torch's failure text; empty when the tree holds."""
+    cap = _capture()
+    assert adapter.check_verbose(cap.tree, {"x": torch.ones(3), "n": 1}) == []
+    (first, *_) = adapter.check_verbose(cap.tree, {"x": torch.ones(4), "n": 1})
+    assert "size mismatch at index 0. expected 3, actual 4" in first
+
+
+def test_graph_breaks_are_these_exceptions() -> None:
+    """A graph break raises one of GRAPH_BREAKS."""
+    def breaks(x: Any) -> Any:
+        print("side effect")
+        return x + 1
+
+    with pytest.raises(adapter.GRAPH_BREAKS):
+        adapter.capture(breaks, (torch.ones(2),), {}, adapter.resolve_backend("eager"),
+                        lambda es: [True] * len(es))
+
+
+def test_frame_locals_reads_cells_then_params() -> None:
+    """Free variables come from the cells (an empty cell is left out), then parameters."""
+    k = 3
+
+    def g(x: Any) -> Any:
+        return x + k
+
+    assert adapter.frame_locals(("k",), g.__closure__, ("x",), (1,)) == {"k": 3, "x": 1}
+
+
+def test_graph_is_dynamic_reads_placeholders() -> None:
+    """A graph captured with dynamic=True takes symbolic sizes; a static one does not."""
+    static = _capture()
+    assert adapter.graph_is_dynamic(static.graph_module) is False
+    dyn = adapter.capture(_f, (torch.ones(3), 1), {}, adapter.resolve_backend("eager"),
+                          lambda es: [True] * len(es), dynamic=True)
+    assert adapter.graph_is_dynamic(dyn.graph_module) is True
+
+
+def test_reset_hook_runs_after_torch_reset() -> None:
+    """on_reset callbacks run after torch._dynamo.reset()."""
+    seen: list[int] = []
+    adapter.on_reset(lambda: seen.append(1))
+    torch._dynamo.reset()
+    assert seen == [1]
