@@ -1,6 +1,6 @@
 """A specialized function's signature, and the small functions generated from it.
 
-May import: nothing from jitguard (the standard library only).
+May import: compiler.codecache.
 
 # [Note: Parameter values]
 # Everywhere in the cache a call is its *parameter values*: one value per parameter of
@@ -20,6 +20,8 @@ import linecache
 import weakref
 from collections.abc import Callable
 from typing import Any, Optional
+
+from ..compiler.codecache import compile_generated, generated_filename
 
 __all__ = ["Signature", "internal_prefix", "register_source"]
 
@@ -118,7 +120,7 @@ class Signature:
             f"    return ({self.values}{',' if len(self.params) == 1 else ''})\n"
         )
         ns = dict(self.namespace)
-        exec(compile(source, register_source(source, "signature", self), "exec"), ns)
+        compile_generated(source, generated_filename("signature"), owner=self).run(ns)
         self.forward: Callable[..., Any] = ns[f"{self.prefix}forward"]
         self._bind: Callable[..., tuple[Any, ...]] = ns[f"{self.prefix}bind"]
 
