@@ -159,7 +159,7 @@ def test_dispatcher_source_is_public_commented_and_logged(caplog: pytest.LogCapt
 
     from jitguard import cache_of, specialize
 
-    with caplog.at_level(logging.DEBUG, logger="jitguard.dispatch"):
+    with caplog.at_level(logging.DEBUG, logger="jitguard.codegen"):
         f = specialize(lambda n: n, automatic_dynamic=False)
         f(1), f(2)
     disp = cache_of(f).dispatcher
@@ -170,4 +170,4 @@ def test_dispatcher_source_is_public_commented_and_logged(caplog: pytest.LogCapt
     assert len(commented) == len(text.splitlines())
     assert "# call the entry's artifact" in text
     assert "".join(linecache.getlines(disp.filename)) == text
-    assert any(text in r.getMessage() for r in caplog.records if r.name == "jitguard.dispatch")
+    assert any(text in r.getMessage() for r in caplog.records if r.name == "jitguard.codegen")

@@ -37,7 +37,6 @@ May import: guards, ids, sources, compiler.*, cache.signature.
 
 from __future__ import annotations
 
-import linecache
 import threading
 import weakref
 from collections import Counter
@@ -47,6 +46,7 @@ from typing import Any, NamedTuple, Optional, Union
 from ..compiler import builtin_kinds as bk
 from ..compiler.builder import Leaf
 from ..compiler.check import CheckFunction
+from ..compiler.codecache import forget
 from ..compiler.kinds import GuardKind
 from ..guards import Guard, Source
 from ..ids import CompileId
@@ -385,8 +385,7 @@ class CacheEntry:
             slot.entry = None
             if slot.residual is not None and slot.residual is not never:
                 slot.residual = never
-        for filename in getattr(self.check, "filenames", ()):
-            linecache.cache.pop(filename, None)
+        forget(*getattr(self.check, "filenames", ()))
 
     def invalidate(self, reason: str) -> None:
         """Make this entry miss from now on (an object it guarded by identity died)."""

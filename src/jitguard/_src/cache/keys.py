@@ -1,7 +1,7 @@
 """The layout of index keys and the code generated for it: the dispatcher (the specialized
 function itself) and the careful key function.
 
-May import: cache.signature, cache.entry.
+May import: compiler.codecache, cache.signature, cache.entry.
 
 # [Note: Key layout]
 # Keys are laid out per snapshot (``Layout``) to keep the hit path short:
@@ -35,14 +35,13 @@ May import: cache.signature, cache.entry.
 from __future__ import annotations
 
 import itertools
-import linecache
-import logging
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple, Optional
 
+from ..compiler.codecache import compile_generated, forget, generated_filename
 from .entry import MISS_SLOT, CacheEntry, Dim, Slot
-from .signature import Signature, register_source
+from .signature import Signature
 
 __all__ = [
     "FOLLOWERS", "LINEAR", "NOKEY", "Dispatcher", "KeyCode", "Layout", "compute_layout",
@@ -66,9 +65,6 @@ NOKEY = _Sentinel("NOKEY")
 # The index key of the followers: key -> the slots after that key's first candidate, in
 # rank order (``LINEAR`` -> the linear entries after the first). See [Note: Key layout].
 FOLLOWERS = _Sentinel("FOLLOWERS")
-
-
-log = logging.getLogger("jitguard.dispatch")
 
 
 def empty_index() -> dict[Any, Any]:
@@ -400,17 +396,16 @@ class Dispatcher:
         put(1, f"except {exc}:", "anything raised while computing it")
         put(2, f"return {p}NOKEY", "no key")
         text = "\n".join(lines) + "\n"
-        filename = register_source(text, f"dispatch {self.name}")
-        exec(compile(text, filename, "exec"), self.ns)
+        filename = generated_filename(f"dispatch {self.name}")
+        # Registered in linecache and logged at DEBUG (``jitguard.codegen``) there.
+        compile_generated(text, filename).run(self.ns)
         code = self.ns[f"{p}fn{g}"].__code__.replace(co_name=self.name)
         if g > 0:
             del self.ns[f"{p}fn{g}"]
         keycode = KeyCode(layout, g, self.ns.pop(f"{p}key{g}"), code, index, nested, text,
                           filename)
         # The source stays readable while this generation's code can still run.
-        weakref.finalize(keycode, linecache.cache.pop, filename, None)
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("dispatcher of %s, generation %d (%s):\n%s", self.name, g, filename, text)
+        weakref.finalize(keycode, forget, filename)
         return keycode
 
     def install(self, keycode: KeyCode, index: dict[Any, Slot]) -> None:
