@@ -149,7 +149,7 @@ class CompileJob:
                 self.policy, add,
                 is_dynamic=lambda s: covered(s, dynamic),
                 is_static=lambda s: covered(s, static),
-                fresh=self.signature.fresh(),
+                fresh=self.signature.fresh(), receiver=self.signature.receiver,
             )
             for name, value in zip(self.signature.params, values, strict=True):
                 ctx.visit(LocalSource(name, is_input=True), value)

@@ -46,7 +46,8 @@ from .values import Ident
 __all__ = ["CHUNK_ABOVE", "CHUNK_LEAVES", "GeneratedCode", "generate"]
 
 _counter = itertools.count()
-_SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
+# By identity: hashing or comparing a type runs its metaclass ``__hash__``/``__eq__``.
+_SCALAR_IDS = frozenset(id(t) for t in (int, float, complex, str, bytes, bool, type(None)))
 
 
 def _comment(text: str) -> str:
@@ -105,7 +106,7 @@ class _Namespace(EmitContext):
         # short strs are cached objects), would make the code text depend on which values
         # happen to coincide, and defeat [Note: Compiled-code reuse]. Other objects (a
         # function, the globals dict) are shared by identity.
-        if type(obj) in _SCALARS or not self._share:
+        if id(type(obj)) in _SCALAR_IDS or not self._share:
             prefix = self._prefixes.get(hint)
             name = f"{prefix}{next(self._n)}" if prefix is not None else self._name(hint)
             self.ns[name] = obj
