@@ -342,6 +342,8 @@ class Dispatcher:
         put(0, f"def {p}fn{g}({sig.header}):",
             f"dispatcher generation {g}, dims [{dims or 'none'}]"
             + (", exact" if layout.exact else ""))
+        for line in sig.fill.splitlines():  # defaults read at call time
+            put(0, line, "a default read at call time")
         depth = 1
         if pre:
             put(1, f"if {' and '.join(pre)}:",
