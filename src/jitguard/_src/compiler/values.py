@@ -28,6 +28,7 @@ from .._util import is_scalar_type
 
 __all__ = ["Ident", "describe_ident", "is_long_lived", "show", "type_name"]
 
+_SEQUENCE_IDS = frozenset(id(t) for t in (tuple, list, frozenset))
 _BUILTIN_IDS = frozenset(id(v) for v in vars(builtins).values())
 
 
@@ -65,7 +66,7 @@ def show(value: Any, limit: int = 80) -> str:
     """Text for a value in a failure reason, never running user code: ``repr`` for builtin
     scalars and small containers of them, else ``<TypeName object>``."""
     if is_scalar_type(type(value)) or (
-        type(value) in (tuple, list, frozenset) and len(value) <= 16
+        id(type(value)) in _SEQUENCE_IDS and len(value) <= 16
         and all(is_scalar_type(type(v)) for v in value)
     ):
         text = repr(value)
