@@ -29,6 +29,14 @@ __all__ = [
 ]
 
 
+def _set_contains(value: Any, key: Any) -> bool:
+    """``key`` is in the set or frozenset ``value``, by the set's own lookup (a subclass's
+    ``__contains__`` is not run); anything else raises TypeError."""
+    if isinstance(value, set):
+        return set.__contains__(value, key)
+    return frozenset.__contains__(value, key)
+
+
 def _instance_dict(value: Any) -> Any:
     return object.__getattribute__(value, "__dict__")
 
@@ -84,7 +92,8 @@ class NotPresentInGenericDict(GuardKind):
 
 
 class SetContains(GuardKind):
-    """``set.__contains__(value, key)`` (``key=``), or its negation with ``invert=True``."""
+    """``key=`` is in the set (or frozenset), by the set's own lookup; with ``invert=True``,
+    it is not."""
 
     name = "SET_CONTAINS"
     cost = 4
@@ -99,10 +108,10 @@ class SetContains(GuardKind):
         return (options["key"], bool(options.get("invert", False)))
 
     def holds(self, value: Any, params: tuple[Any, bool]) -> bool:
-        return set.__contains__(value, params[0]) is not params[1]
+        return _set_contains(value, params[0]) is not params[1]
 
     def emit(self, var: str, params: tuple[Any, bool], ctx: EmitContext) -> str:
-        test = f"{ctx.const(set.__contains__, 'set_contains')}({var}, {ctx.const(params[0], 'key')})"
+        test = f"{ctx.const(_set_contains, 'set_contains')}({var}, {ctx.const(params[0], 'key')})"
         return f"not {test}" if params[1] else test
 
     def code(self, name: str, params: tuple[Any, bool]) -> str:
