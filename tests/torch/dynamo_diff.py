@@ -45,7 +45,7 @@ class Captured:
         frame = self.frame(*args, **kwargs)
         # Dynamo's frame also holds the closure variables (read from their cells).
         cells = self.fn.__closure__ or ()
-        frame.update(zip(self.fn.__code__.co_freevars, (c.cell_contents for c in cells)))
+        frame.update(zip(self.fn.__code__.co_freevars, (c.cell_contents for c in cells), strict=True))
         return bool(self.guard_manager.check(frame))
 
     def values(self, *args: Any, **kwargs: Any) -> list[Any]:

@@ -324,7 +324,7 @@ def test_set_contains_and_builtin_match() -> None:
     assert c.agree(t(3), frozenset({1, 2, 3}))
 
 
-class O:
+class Obj:
     pass
 
 
@@ -334,12 +334,12 @@ def f_hasattr(x: Any, o: Any) -> Any:
 
 def test_hasattr_both_ways() -> None:
     """HASATTR: present at compile time must stay present, absent must stay absent."""
-    o = O()
+    o = Obj()
     o.v = 2  # type: ignore[attr-defined]
     c = capture(f_hasattr, t(3), o)
-    assert not c.agree(t(3), O())
+    assert not c.agree(t(3), Obj())
     c2 = capture(f_hasattr, t(3), O())
-    o2 = O()
+    o2 = Obj()
     o2.v = 1  # type: ignore[attr-defined]
     assert not c2.agree(t(3), o2)
     assert c2.reasons(t(3), o2) == ["not hasattr(L['o'], 'v') failed"]
