@@ -338,7 +338,7 @@ def test_hasattr_both_ways() -> None:
     o.v = 2  # type: ignore[attr-defined]
     c = capture(f_hasattr, t(3), o)
     assert not c.agree(t(3), Obj())
-    c2 = capture(f_hasattr, t(3), O())
+    c2 = capture(f_hasattr, t(3), Obj())
     o2 = Obj()
     o2.v = 1  # type: ignore[attr-defined]
     assert not c2.agree(t(3), o2)

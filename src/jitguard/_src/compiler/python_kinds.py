@@ -3,7 +3,7 @@ built-in kinds do not state: an attribute absent from an instance dict, an item 
 an empty hooks dict, and ID_MATCH under the readable names Dynamo gives it for modules,
 builtins and classes. Registered on import (``GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT``).
 
-May import: errors, compiler.kinds, compiler.builtin_kinds, compiler.values.
+May import: errors, compiler.kinds, compiler.identity_kinds, compiler.values.
 
 Failure texts restate the check in the form Dynamo prints for the same guard
 (``not ___dict_contains('forward', L['m'].__dict__)``), then say what was found.
@@ -15,7 +15,7 @@ from collections.abc import Hashable
 from typing import Any, Optional
 
 from ..errors import GuardKindError
-from .builtin_kinds import IdMatch
+from .identity_kinds import IdMatch
 from .kinds import EmitContext, GuardKind, register_guard_kind
 from .values import Ident, describe_ident, show, type_name
 
