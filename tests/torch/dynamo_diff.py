@@ -81,8 +81,9 @@ class Captured:
 FN = "__fn__"  # the jitguard frame's name for the compiled function (closure reads)
 
 
-def capture(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Captured:
-    """Compile ``fn`` on ``args`` with torch (every guard kept) and with jitguard."""
+def capture(fn: Callable[..., Any], *args: Any, dynamic: Any = None, **kwargs: Any) -> Captured:
+    """Compile ``fn`` on ``args`` with torch (every guard kept; ``dynamic`` as
+    torch.compile's) and with jitguard."""
     torch._dynamo.reset()
     entries: list[Any] = []
 
@@ -90,7 +91,10 @@ def capture(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Captured:
         entries.extend(got)
         return [True] * len(got)
 
-    compiled = torch.compile(fn, backend="eager", fullgraph=True, options={"guard_filter_fn": keep_all})
+    compiled = torch.compile(
+        fn, backend="eager", fullgraph=True, dynamic=dynamic,
+        options={"guard_filter_fn": keep_all},
+    )
     compiled(*args, **kwargs)
     cache = _debug_get_cache_entry_list(fn.__code__)
     assert len(cache) == 1, f"expected one cache entry, got {len(cache)}"

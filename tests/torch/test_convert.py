@@ -482,6 +482,39 @@ def test_bench_models_convert_fully() -> None:
     assert seen <= set(kind_converters())
 
 
+def f4(d: Any) -> Any:
+    out = d["a"][0]
+    for v in d["a"][1:]:
+        out = out + v
+    for v in d["b"]:
+        out = out + v
+    return out
+
+
+def test_bench_dict_of_lists_converts_fully() -> None:
+    """S4: a dict of two lists of 10 tensors."""
+    d = {"a": [t(4) for _ in range(10)], "b": [t(4) for _ in range(10)]}
+    c = capture(f4, d)
+    assert not c.agree({"a": list(d["a"]), "b": [*d["b"][:9], d["b"][9].double()]})
+    assert not c.agree({"a": d["a"][:9], "b": d["b"]})
+    assert c.agree({"a": list(d["a"]), "b": list(d["b"])})
+
+
+def f6(x: Any) -> Any:
+    return x * 2 + x.shape[0]
+
+
+def test_bench_dynamic_true_converts_fully() -> None:
+    """S6: dynamic=True; every size >= 2 hits, size 1 and a transposed input miss."""
+    c = capture(f6, t(8, 4), dynamic=True)
+    assert c.conversion.shape_guards
+    for n in range(2, 16, 3):
+        assert c.agree(t(n, 4))
+    assert c.agree(t(8, 5))
+    assert not c.agree(t(1, 4))
+    assert not c.agree(t(8, 4).t())
+
+
 def test_unknown_kind_is_unconverted_with_reason() -> None:
     """A guard kind with no converter is listed, not dropped."""
     c = capture(f_add, t(3), t(3))
