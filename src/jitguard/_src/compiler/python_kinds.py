@@ -3,7 +3,7 @@ built-in kinds do not state: an attribute absent from an instance dict, an item 
 an empty hooks dict, and ID_MATCH under the readable names Dynamo gives it for modules,
 builtins and classes. Registered on import (``GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT``).
 
-May import: errors, compiler.kinds, compiler.builtin_kinds, compiler.values.
+May import: errors, compiler.kinds, compiler.identity_kinds, compiler.values.
 
 Failure texts restate the check in the form Dynamo prints for the same guard
 (``not ___dict_contains('forward', L['m'].__dict__)``), then say what was found.
@@ -11,11 +11,12 @@ Failure texts restate the check in the form Dynamo prints for the same guard
 
 from __future__ import annotations
 
+import types
 from collections.abc import Hashable
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from ..errors import GuardKindError
-from .builtin_kinds import IdMatch
+from .identity_kinds import IdMatch
 from .kinds import EmitContext, GuardKind, register_guard_kind
 from .values import Ident, describe_ident, show, type_name
 
@@ -29,8 +30,36 @@ __all__ = [
 ]
 
 
+def _set_contains(value: Any, key: Any) -> bool:
+    """``key`` is in the set or frozenset ``value``, by the set's own lookup (a subclass's
+    ``__contains__`` is not run); anything else raises TypeError."""
+    if isinstance(value, set):
+        return set.__contains__(value, key)
+    return frozenset.__contains__(value, key)
+
+
 def _instance_dict(value: Any) -> Any:
     return object.__getattribute__(value, "__dict__")
+
+
+class _AttrsSpec(NamedTuple):
+    attrs: tuple[str, ...]
+    plain: Optional[Ident]  # the build-time type, when ``v.__dict__`` is the instance dict
+
+
+def _plain_type(tp: type) -> Optional[Ident]:
+    """``Ident(tp)`` when, for instances of ``tp``, ``v.__dict__`` reads the instance dict
+    exactly as ``object.__getattribute__(v, '__dict__')`` does: ``tp`` keeps object's
+    ``__getattribute__`` and its ``__dict__`` is the interpreter's own getset descriptor."""
+    if getattr(tp, "__getattribute__", None) is not object.__getattribute__:
+        return None
+    for klass in tp.__mro__:
+        descr = klass.__dict__.get("__dict__")
+        if descr is not None:
+            if type(descr) is not types.GetSetDescriptorType or descr.__objclass__ is not klass:
+                return None
+            return Ident(tp)
+    return None
 
 
 class NotPresentInGenericDict(GuardKind):
@@ -41,7 +70,7 @@ class NotPresentInGenericDict(GuardKind):
     name = "NOT_PRESENT_IN_GENERIC_DICT"
     cost = 3
 
-    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[str, ...]:
+    def expect(self, value: Any, guard: Any, **options: Any) -> Any:
         attrs: Any = options.pop("attrs", None)
         if "attr" in options:
             if attrs is not None:
@@ -54,37 +83,43 @@ class NotPresentInGenericDict(GuardKind):
             )
         if isinstance(attrs, str) or not all(isinstance(a, str) for a in attrs):
             raise GuardKindError(f"{self.name} on {guard.name}: attrs= must be a tuple of str")
-        return tuple(dict.fromkeys(attrs))
+        return _AttrsSpec(tuple(dict.fromkeys(attrs)), _plain_type(type(value)))
 
-    def holds(self, value: Any, params: tuple[str, ...]) -> bool:
+    def holds(self, value: Any, params: Any) -> bool:
         try:
             d = _instance_dict(value)
         except AttributeError:
             return False
-        return all(a not in d for a in params)
+        return all(a not in d for a in params.attrs)
 
-    def emit(self, var: str, params: tuple[str, ...], ctx: EmitContext) -> str:
+    def emit(self, var: str, params: Any, ctx: EmitContext) -> str:
         read = f"{ctx.const(object.__getattribute__, 'getattribute')}({var}, '__dict__')"
-        if len(params) == 1:
-            return f"{ctx.const(params[0], 'attr')} not in {read}"
-        return f"{read}.keys().isdisjoint({ctx.const(params, 'attrs')})"
+        if params.plain is not None:
+            # For the build-time type ``v.__dict__`` is the instance dict itself (no
+            # __getattribute__ override, the standard descriptor): one attribute read.
+            plain = ctx.identical(f"type({var})", params.plain, "type")
+            read = f"({var}.__dict__ if {plain} else {read})"
+        if len(params.attrs) == 1:
+            return f"{ctx.const(params.attrs[0], 'attr')} not in {read}"
+        return f"{read}.keys().isdisjoint({ctx.const(params.attrs, 'attrs')})"
 
-    def code(self, name: str, params: tuple[str, ...]) -> str:
-        return " and ".join(f"not ___dict_contains({a!r}, {name}.__dict__)" for a in params)
+    def code(self, name: str, params: Any) -> str:
+        return " and ".join(f"not ___dict_contains({a!r}, {name}.__dict__)" for a in params.attrs)
 
-    def reason(self, name: str, value: Any, params: tuple[str, ...]) -> str:
+    def reason(self, name: str, value: Any, params: Any) -> str:
         try:
             d = _instance_dict(value)
         except AttributeError:
             return f"{self.code(name, params)} failed: {show(value)} has no __dict__"
-        for a in params:
+        for a in params.attrs:
             if a in d:
                 return f"not ___dict_contains({a!r}, {name}.__dict__) failed: it is set on the instance"
         return f"{self.code(name, params)} failed"
 
 
 class SetContains(GuardKind):
-    """``set.__contains__(value, key)`` (``key=``), or its negation with ``invert=True``."""
+    """``key=`` is in the set (or frozenset), by the set's own lookup; with ``invert=True``,
+    it is not."""
 
     name = "SET_CONTAINS"
     cost = 4
@@ -99,10 +134,10 @@ class SetContains(GuardKind):
         return (options["key"], bool(options.get("invert", False)))
 
     def holds(self, value: Any, params: tuple[Any, bool]) -> bool:
-        return set.__contains__(value, params[0]) is not params[1]
+        return _set_contains(value, params[0]) is not params[1]
 
     def emit(self, var: str, params: tuple[Any, bool], ctx: EmitContext) -> str:
-        test = f"{ctx.const(set.__contains__, 'set_contains')}({var}, {ctx.const(params[0], 'key')})"
+        test = f"{ctx.const(_set_contains, 'set_contains')}({var}, {ctx.const(params[0], 'key')})"
         return f"not {test}" if params[1] else test
 
     def code(self, name: str, params: tuple[Any, bool]) -> str:

@@ -148,6 +148,18 @@ def saved_tensors_hooks_ids() -> Optional[tuple[int, ...]]:
     return tuple(map(id, hooks))
 
 
+def top_saved_tensors_hooks_reader() -> Callable[[], Any]:
+    """A no-argument reader of the innermost saved-tensors hooks pair (None when there is
+    none), the read ``saved_tensors_hooks_ids`` starts from: a check that expects no
+    inlineable hooks is done when this returns None."""
+    top = torch._C._autograd._top_saved_tensors_default_hooks
+
+    def read() -> Any:
+        return top(True)
+
+    return read
+
+
 def forward_ad_level() -> int:
     """The current forward-mode AD level (what DUAL_LEVEL compares)."""
     return int(torch.autograd.forward_ad._current_level)

@@ -68,7 +68,7 @@ def parse_shape_code(
     """Parse every code part; raises ``Unconvertible`` naming the first part that cannot be
     stated with the same meaning."""
     out = ParsedShapeGuards()
-    for code in code_parts:
+    for code in dict.fromkeys(code_parts):
         try:
             tree = ast.parse(code, mode="eval")
         except SyntaxError as e:

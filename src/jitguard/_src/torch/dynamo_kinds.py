@@ -42,6 +42,7 @@ MARKING_ATTRS = (
     "_dynamo_strict_unbacked_indices",
     "_dynamo_static_indices",
 )
+_MARKS = frozenset(MARKING_ATTRS)
 _GATE = "_dynamo_unbacked_indices"
 _DEPENDENT = ("_dynamo_shape_ids", "_dynamo_unbacked_bounds")
 _MISSING = object()
@@ -77,10 +78,11 @@ class DimensionMarking(GuardKind):
     compile time is still absent, one present holds a subset of what it held. Part of
     Dynamo's TENSOR_MATCH (its DIMENSION_DYNAMIC_MARKING leaf).
 
-    The generated check takes the common case in one read: a tensor with an empty instance
-    ``__dict__`` has no marking attribute (they are instance attributes; a class attribute
-    of that name on a tensor type is not looked for). Any other tensor runs the full
-    test."""
+    The generated check takes the common case in one C call: a tensor whose instance
+    ``__dict__`` holds none of the marking attributes passes whatever it was compiled with
+    (an absent marking is always allowed). Only a tensor that carries a marking runs the
+    full test. (Markings are instance attributes; a class attribute of that name on a
+    tensor type is not looked for.)"""
 
     name = "DIMENSION_DYNAMIC_MARKING"
     cost = 7  # after TENSOR_MATCH (6) on the same source: the value is then a tensor
@@ -103,7 +105,7 @@ class DimensionMarking(GuardKind):
 
     def emit(self, var: str, params: MarkingSpec, ctx: EmitContext) -> str:
         full = f"{ctx.const(_marks_hold, 'marks_hold')}({var}, {ctx.const(params, 'marks')})"
-        return f"(not {var}.__dict__ or {full})"
+        return f"({ctx.const(_MARKS, 'marking_attrs')}.isdisjoint({var}.__dict__) or {full})"
 
     def code(self, name: str, params: MarkingSpec) -> str:
         parts = []
@@ -271,7 +273,9 @@ class AutogradSavedTensorsHooks(_Ambient):
     def emit(self, var: Any, params: Any, ctx: EmitContext) -> str:
         read = f"{ctx.const(adapter.saved_tensors_hooks_ids, 'saved_tensors_hooks_ids')}()"
         if params is None:
-            return f"{read} is None"
+            # No hooks at all is the common case: one C call decides it.
+            top = f"{ctx.const(adapter.top_saved_tensors_hooks_reader(), 'top_saved_tensors_hooks')}()"
+            return f"({top} is None or {read} is None)"
         return f"{read} == {ctx.const(params, 'hooks')}"
 
     def code(self, name: Any, params: Any) -> str:
