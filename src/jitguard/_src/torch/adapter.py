@@ -46,10 +46,11 @@ import torch._dynamo.eval_frame as eval_frame
 import torch._guards
 from torch._dynamo import convert_frame
 from torch._dynamo.backends.registry import lookup_backend
-from torch._dynamo.exc import UncapturedHigherOrderOpError, Unsupported
+from torch._dynamo.exc import UncapturedHigherOrderOpError, Unsupported, UserError
 from torch._dynamo.hooks import Hooks
 from torch._dynamo.utils import dynamo_timed, get_metrics_context
 from torch._dynamo.variables.torch_function import torch_function_mode_stack_state_mgr
+from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
 __all__ = [
     "GRAPH_BREAKS",
@@ -63,10 +64,18 @@ __all__ = [
     "tree_check",
 ]
 
-#: What a capture raises for a graph break or an unsupported construct (the function can
-#: still run eagerly). Anything else Dynamo raises (a user error such as a marked dynamic
-#: dim that got specialized, an error of the function itself) propagates.
+#: What a capture raises for a graph break or an unsupported construct.
 GRAPH_BREAKS: tuple[type[BaseException], ...] = (Unsupported, UncapturedHigherOrderOpError)
+#: What a capture raises that must reach the caller as torch.compile raises it: a user
+#: error (a marked dynamic dim that got specialized, a bad mark).
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, ConstraintViolationError)
+
+
+def is_capture_failure(error: BaseException) -> bool:
+    """Whether the function can run eagerly instead: anything but a user error (a graph
+    break, an unsupported construct, an internal error of Dynamo; an error the function
+    itself raises is raised again when it runs eagerly)."""
+    return isinstance(error, Exception) and not isinstance(error, USER_ERRORS)
 
 Backend = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
 
@@ -266,3 +275,37 @@ def graph_is_dynamic(gm: Optional[torch.fx.GraphModule]) -> bool:
         if isinstance(value, torch.Tensor) and any(not isinstance(s, int) for s in value.shape):
             return True
     return False
+
+
+_len_modes = torch._C._len_torch_function_stack
+_pop_mode = torch._C._pop_torch_function_stack
+_push_mode = torch._C._push_on_torch_function_stack
+
+
+def without_function_modes(program: Callable[..., Any]) -> Callable[..., Any]:
+    """``program`` run with torch's function-mode stack set aside, as torch runs compiled
+    code: Dynamo traced the modes active at capture time into the graph (and guarded the
+    stack), so a mode still active while the graph runs would apply twice."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        n = _len_modes()
+        if not n:
+            return program(*args, **kwargs)
+        saved = [_pop_mode() for _ in range(n)]
+        try:
+            return program(*args, **kwargs)
+        finally:
+            for mode in reversed(saved):
+                _push_mode(mode)
+
+    run.__wrapped__ = program  # type: ignore[attr-defined]
+    return run
+
+
+def module_call_hooks() -> tuple[dict[Any, Any], ...]:
+    """nn.Module's global hook dicts that ``Module.__call__`` runs (forward, pre-forward,
+    backward, pre-backward)."""
+    import torch.nn.modules.module as mm
+
+    return (mm._global_forward_hooks, mm._global_forward_pre_hooks,
+            mm._global_backward_hooks, mm._global_backward_pre_hooks)

@@ -34,12 +34,14 @@ jitguard._src.torch.adapter (the only way to torch's internals), torch's public 
 # by the function object; ``isolate_recompiles=True`` makes a private cache.
 #
 # [Note: Capture failures]
-# A graph break or an unsupported construct (``adapter.GRAPH_BREAKS``): with
+# A graph break, an unsupported construct or an internal error of Dynamo (anything but a
+# user error: ``adapter.is_capture_failure``): with
 # ``fullgraph=True`` the call raises ``CaptureError`` naming it; otherwise the entry runs
 # the function eagerly (an entry with no guards: every later call runs eagerly too, as the
 # capture would break again), the reason is logged once per function (WARNING on
 # ``jitguard.torch``) and counted (``stats().capture_failures``). Other errors (a marked
-# dynamic dim that got specialized, an error raised by the function) propagate, as in torch.
+# dynamic dim that got specialized) propagate, as in torch; an error of the function
+# itself is raised again when it runs eagerly.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ class TorchCompiler:
             info = self.infos.get(entry.compile_id)
             if info is None or info.full_tree is None:
                 continue
-            if info.torch_accepts(request.values) and not _only_own_guards(entry, request.values):
+            if info.torch_accepts(request.values) and not _only_own_guards(entry, info, request.values):
                 raise GuardMismatchError(
                     f"{self.where}: jitguard rejected entry {entry.compile_id} but torch's guard "
                     f"tree for the same capture accepts the call.\n"
@@ -152,16 +154,23 @@ class TorchCompiler:
                 request.fn, args, kwargs, self.backend_fn, keep,  # type: ignore[arg-type]
                 dynamic=self.dynamic, full_tree=self.verify,
             )
-        except adapter.GRAPH_BREAKS as e:
+        except Exception as e:
+            if not adapter.is_capture_failure(e):
+                raise
             return self._capture_failed(request, e)
         self.installed.extend(cap.installed)
         info = EntryInfo(request.compile_id, cap, request.signature.params)
         self.infos[request.compile_id] = info
         if converted:
-            converted[0].add_to(request)
-            info.conversion = converted[0]
+            result = converted[0]
+            result.add_to(request)
+            info.converted = Counter(result.converted)
+            info.stricter = list(result.stricter)
+            info.unconverted = [str(u) for u in result.unconverted]
         if cap.tree is not None:
             self._delegate(request, info)
+        info.forget_entries()
+        cap.fn = adapter.without_function_modes(cap.fn)
         if self.verify:
             return info.verified(self.where, request.signature.bind)
         return cap.fn
@@ -207,13 +216,22 @@ class TorchCompiler:
         return request.fn
 
 
-def _only_own_guards(entry: Any, values: tuple[Any, ...]) -> bool:
-    """Whether every guard of ``entry`` that rejects ``values`` is one jitguard adds beyond
-    Dynamo's (GLOBAL_STATE): torch accepting is then no disagreement."""
+def _only_own_guards(entry: Any, info: EntryInfo, values: tuple[Any, ...]) -> bool:
+    """Whether every guard of ``entry`` that rejects ``values`` is one jitguard checks more
+    strictly than torch on purpose: GLOBAL_STATE (every registered state), or one the
+    conversion listed as stricter (``EntryInfo.stricter``). torch accepting is then no
+    disagreement ([Note: Verify mode])."""
     from ..cache.reasons import collect_failures
 
     failures = collect_failures([entry], values)[0].failures
-    return bool(failures) and all(f.kind == "GLOBAL_STATE" for f in failures)
+
+    def own(f: Any) -> bool:
+        if f.kind == "GLOBAL_STATE":
+            return True
+        prefix = f"{f.kind} on {f.source_names[0]}:" if f.source_names else None
+        return prefix is not None and any(s.startswith(prefix) for s in info.stricter)
+
+    return bool(failures) and all(own(f) for f in failures)
 
 
 def _tree_kind() -> Callable[..., Any]:
@@ -384,4 +402,10 @@ def compile(
 
     cache = _cache_for(fn, (backend_key, fullgraph, dynamic, bool(verify), recompile_limit),
                        isolate_recompiles, make)
-    return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles)
+    remake = None
+    if isinstance(model_or_fn, torch.nn.Module):
+        def remake() -> Any:
+            return compile(model_or_fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
+                           verify=verify, isolate_recompiles=isolate_recompiles,
+                           recompile_limit=recompile_limit)
+    return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles, remake)

@@ -17,6 +17,18 @@ May import: jitguard._src.* (cache, compiler, errors), jitguard._src.torch.adapt
 # guards of its reference evaluator) and torch's (``check_verbose``'s failing parts).
 # This doubles the check cost: it is for tests (tests/torch/conftest.py turns it on).
 #
+# [Note: Compiling a module]
+# A module is compiled as ``type(m).forward`` with the module first
+# ([Note: jitguard.torch.compile on Dynamo]), so what ``Module.__call__`` adds around
+# ``forward`` is checked on each call before the cache is asked: when the module has hooks
+# of its own or global module hooks are registered, or ``forward`` was set on the instance,
+# the call is ``m(*args)`` uncompiled (hooks run once, as in eager); when the class's
+# ``forward`` was replaced after compiling, the new function gets a compiled wrapper of its
+# own (made once per function).
+#
+# A function's ``__code__`` is compared (by identity) on each call: replaced, the entries
+# (captures of the old code) are dropped and the new code is captured.
+#
 # [Note: Compile stances]
 # ``torch.compiler.set_stance`` is read on every call (one attribute read): "force_eager"
 # runs the original; "eager_on_recompile" serves existing entries and runs eagerly where
@@ -30,6 +42,8 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
+
+import torch
 
 from ..cache.reasons import collect_failures
 from ..errors import GuardMismatchError
@@ -50,8 +64,18 @@ class EntryInfo:
         self.params = params
         self.failure = failure
         self.delegated: Counter[str] = Counter()
-        self.conversion: Any = None  # convert.Conversion, when the conversion ran
+        self.converted: Counter[str] = Counter()
+        self.stricter: list[str] = []  # guards jitguard checks more strictly than torch
+        self.unconverted: list[str] = []  # why each delegated guard was not converted
         self.full_tree = cap.full_tree if cap is not None else None
+        self._guard_types: Counter[str] = Counter(
+            e.guard_type for e in (cap.entries if cap is not None else ()))
+
+    def forget_entries(self) -> None:
+        """Drop Dynamo's guard entries (they hold the example values: keeping them would
+        keep the call's tensors alive)."""
+        if self.cap is not None:
+            self.cap.entries = []
 
     @property
     def graph_module(self) -> Any:
@@ -64,7 +88,7 @@ class EntryInfo:
 
     def guard_types(self) -> Counter[str]:
         """Every guard Dynamo made for this entry, counted per kind."""
-        return Counter(e.guard_type for e in (self.cap.entries if self.cap else ()))
+        return Counter(self._guard_types)
 
     def _locals(self, values: Sequence[Any]) -> dict[str, Any]:
         assert self.cap is not None
@@ -112,7 +136,8 @@ class CompiledFunction:
 
     @staticmethod
     def make(original: Any, fn: Callable[..., Any], first: Any, cache: Any,
-             no_recompiles: Callable[[], Any]) -> Callable[..., Any]:
+             no_recompiles: Callable[[], Any],
+             remake: Optional[Callable[[], Callable[..., Any]]] = None) -> Callable[..., Any]:
         dispatch = cache.function
         stance = adapter.stance
 
@@ -128,13 +153,57 @@ class CompiledFunction:
                     return dispatch(*values, **kwargs)
             return dispatch(*values, **kwargs)
 
+        code = [getattr(fn, "__code__", None)]
+
+        def code_changed() -> None:
+            """``fn.__code__`` was replaced: the entries captured the old code."""
+            cache.clear()
+            code[0] = fn.__code__
+
         if first is None:
             def compiled(*args: Any, **kwargs: Any) -> Any:
+                if fn.__code__ is not code[0]:
+                    code_changed()
                 if stance() == "default":
                     return dispatch(*args, **kwargs)
                 return stanced(args, kwargs)
+        elif isinstance(first, torch.nn.Module):
+            module, hooks = first, adapter.module_call_hooks()
+            others: dict[Any, Callable[..., Any]] = {}
+
+            def module_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+                """[Note: Compiling a module]: what the fast path does not serve."""
+                if (
+                    "forward" in module.__dict__ or module._forward_hooks
+                    or module._forward_pre_hooks or module._backward_hooks
+                    or module._backward_pre_hooks or any(hooks)
+                    or stance() == "force_eager"
+                ):
+                    return module(*args, **kwargs)
+                now = type(module).forward
+                if now is fn:
+                    return stanced((module, *args), kwargs)
+                other = others.get(now)
+                if other is None and remake is not None:
+                    other = others[now] = remake()
+                return other(*args, **kwargs) if other is not None else module(*args, **kwargs)
+
+            def compiled(*args: Any, **kwargs: Any) -> Any:
+                m = module
+                if fn.__code__ is not code[0]:
+                    code_changed()
+                if (
+                    type(m).forward is fn and stance() == "default"
+                    and not (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
+                             or m._backward_pre_hooks or "forward" in m.__dict__)
+                    and not any(hooks)
+                ):
+                    return dispatch(m, *args, **kwargs)
+                return module_call(args, kwargs)
         else:
             def compiled(*args: Any, **kwargs: Any) -> Any:
+                if fn.__code__ is not code[0]:
+                    code_changed()
                 if stance() == "default":
                     return dispatch(first, *args, **kwargs)
                 return stanced((first, *args), kwargs)
