@@ -125,3 +125,15 @@ def test_mapping_keys_check() -> None:
     assert check.explain(C.__dict__)[0].reason.endswith("failed: added 'b'")
     with pytest.raises(GuardKindError, match="str keys"):
         check_of(GuardBuilder.MAPPING_KEYS_CHECK, {1: 2})
+
+
+def test_container_equals_match() -> None:
+    """CONTAINER_EQUALS_MATCH: exact type and == to a copy taken at build time."""
+    xs = [1, "a"]
+    check = check_of(GuardBuilder.CONTAINER_EQUALS_MATCH, xs)
+    xs.append(2)
+    assert agree(check, [1, "a"]) and not agree(check, xs)
+    assert not agree(check, (1, "a"))
+    assert [f.reason for f in check.explain([1])] == ["L['x'] == [1, 'a'] failed: got [1]"]
+    with pytest.raises(GuardKindError, match="list or set of constants"):
+        check_of(GuardBuilder.CONTAINER_EQUALS_MATCH, [object()])

@@ -324,6 +324,28 @@ def test_set_contains_and_builtin_match() -> None:
     assert c.agree(t(3), frozenset({1, 2, 3}))
 
 
+def f_in_set(v: Any, s: Any, xs: Any) -> Any:
+    return v * 2 if 1 in s and sum(xs) == 3 else v
+
+
+def test_set_and_list_constants() -> None:
+    """A set and a list of ints Dynamo compares by value: CONTAINER_EQUALS_MATCH, against
+    a copy (mutating the captured objects does not move what is expected)."""
+    s, xs = {1, 2}, [1, 2]
+    c = capture(f_in_set, t(3), s, xs)
+    assert "CONTAINER_EQUALS_MATCH" in {
+        getattr(g.create_fn, "__name__", "") for g in c.conversion.guards
+    }
+    assert c.agree(t(3), {1, 2}, [1, 2])
+    assert not c.agree(t(3), {1, 3}, [1, 2])
+    assert not c.agree(t(3), {1, 2}, [2, 1])
+    assert not c.agree(t(3), frozenset({1, 2}), [1, 2])
+    s.add(5)
+    xs.append(0)
+    assert not c.agree(t(3), s, xs)
+    assert c.agree(t(3), {1, 2}, [1, 2])
+
+
 class Obj:
     pass
 

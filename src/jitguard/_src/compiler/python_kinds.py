@@ -3,7 +3,8 @@ built-in kinds do not state: an attribute absent from an instance dict, an item 
 an empty hooks dict, a constant subclass's builtin value, a mapping's keys, and ID_MATCH under the readable names Dynamo gives it for modules,
 builtins and classes. Registered on import (``GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT``).
 
-May import: errors, compiler.kinds, compiler.identity_kinds, compiler.values.
+May import: errors, compiler.constants, compiler.kinds, compiler.identity_kinds,
+compiler.values.
 
 Failure texts restate the check in the form Dynamo prints for the same guard
 (``not ___dict_contains('forward', L['m'].__dict__)``), then say what was found.
@@ -16,6 +17,7 @@ from collections.abc import Hashable
 from typing import Any, NamedTuple, Optional
 
 from ..errors import GuardKindError
+from .constants import is_constant
 from .identity_kinds import IdMatch
 from .kinds import EmitContext, GuardKind, register_guard_kind
 from .values import Ident, describe_ident, show, type_name
@@ -24,6 +26,7 @@ __all__ = [
     "BuiltinMatch",
     "ClassMatch",
     "ConstantSubclassMatch",
+    "ContainerEqualsMatch",
     "EmptyHooksDict",
     "MappingKeysCheck",
     "ModuleMatch",
@@ -264,6 +267,41 @@ class MappingKeysCheck(GuardKind):
         return f"{self.code(name, params)} failed: {what}"
 
 
+class ContainerEqualsMatch(GuardKind):
+    """A list or set of constants: the same exact type and ``==`` to a copy taken when the
+    check was built (a later change to the object the guard was built from does not move
+    what it expects). Dynamo's EQUALS_MATCH on a list or set, which jitguard's EQUALS_MATCH
+    (immutable constants only) does not take."""
+
+    name = "CONTAINER_EQUALS_MATCH"
+    cost = 5
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Ident, Any]:
+        super().expect(value, guard, **options)
+        tp = type(value)
+        if (tp is not list and tp is not set) or not all(is_constant(v) for v in value):
+            raise GuardKindError(
+                f"{self.name} on {guard.name}: expected a list or set of constants, found "
+                f"{show(value)}"
+            )
+        return (Ident(tp), tp(value))
+
+    def holds(self, value: Any, params: tuple[Ident, Any]) -> bool:
+        return type(value) is params[0].get() and bool(value == params[1])
+
+    def emit(self, var: str, params: tuple[Ident, Any], ctx: EmitContext) -> str:
+        type_ok = ctx.identical(f"type({var})", params[0], "type")
+        return f"{type_ok} and {var} == {ctx.const(params[1], 'value')}"
+
+    def code(self, name: str, params: tuple[Ident, Any]) -> str:
+        return f"{name} == {show(params[1]) if type(params[1]) is list else repr(params[1])}"
+
+    def reason(self, name: str, value: Any, params: tuple[Ident, Any]) -> str:
+        if type(value) is not params[0].get():
+            return f"{self.code(name, params)} failed: got a {type_name(type(value))}"
+        return f"{self.code(name, params)} failed: got {show(value)}"
+
+
 class _NamedIdMatch(IdMatch):
     """ID_MATCH under the name Dynamo uses when the object is a module, builtin or class.
     Same meaning, params and reasons as ID_MATCH."""
@@ -302,6 +340,7 @@ for _kind in (
     SetContains(),
     ConstantSubclassMatch(),
     MappingKeysCheck(),
+    ContainerEqualsMatch(),
     EmptyHooksDict(),
     ModuleMatch(),
     BuiltinMatch(),

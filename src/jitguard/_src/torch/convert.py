@@ -62,6 +62,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Optional
 
 from ..compiler.builder import GuardBuilder
+from ..compiler.kinds import get_guard_kind
 from ..guards import Guard, ShapeGuard, Source
 from ..more_sources import TypeDictSource
 from ..sources import AttrSource, CodeSource, GlobalStateSource, TensorPropertySource
@@ -292,6 +293,16 @@ def _equals(ctx: _Context, p: adapter.EntryParts, src: Source) -> None:
         from ..compiler.builtin_kinds import EQUALS_MATCH
         from ..errors import GuardKindError
 
+        if type(value) in (list, set):
+            try:
+                kind = GuardBuilder.CONTAINER_EQUALS_MATCH
+                get_guard_kind(kind)[0].expect(value, Guard(src, kind))
+            except GuardKindError:
+                raise Unconvertible(
+                    f"EQUALS_MATCH on a {type(value).__name__} of non-constants"
+                ) from None
+            ctx.add(src, kind, p.user_stack)
+            return
         try:
             EQUALS_MATCH.expect(value, Guard(src, GuardBuilder.EQUALS_MATCH))
         except GuardKindError:
