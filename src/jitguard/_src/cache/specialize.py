@@ -40,7 +40,7 @@ import threading
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, Optional, Union
+from typing import Any, Generic, Optional, ParamSpec, TypeVar, Union, overload
 
 from ..guards import Source
 from ..ids import CompileId
@@ -65,6 +65,10 @@ from .stats import CacheStats, Counters, track
 __all__ = ["FunctionCache", "cache_of", "identity_compiler", "specialize"]
 
 Compiler = Callable[[CompileRequest], Callable[..., Any]]
+# The wrapped function's parameters and result: ``specialize`` keeps both (ParamSpec is in
+# ``typing`` from Python 3.10 on).
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 _frame_ids = itertools.count()
 _tls = threading.local()
 
@@ -75,7 +79,7 @@ def identity_compiler(request: CompileRequest) -> Callable[..., Any]:
     return request.fn
 
 
-class FunctionCache:
+class FunctionCache(Generic[_P, _R]):
     """The entries of one specialized function, and everything known about them.
 
     Reached as ``specialized.cache`` or ``jitguard.cache_of(specialized)``. Inspection:
@@ -86,7 +90,7 @@ class FunctionCache:
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[_P, _R],
         compiler: Optional[Compiler] = None,
         *,
         recompile_limit: int = 8,
@@ -146,7 +150,7 @@ class FunctionCache:
         self._dispatcher = Dispatcher(self.signature, getattr(fn, "__name__", ""), self._miss)
         self._snapshot: Snapshot = build_snapshot((), self._dispatcher.keycode(Layout((), (), False)))
         self._dispatcher.install(self._snapshot.keycode, self._snapshot.index)
-        self.function: Callable[..., Any] = self._dispatcher.function
+        self.function: Callable[_P, _R] = self._dispatcher.function
         functools.update_wrapper(self.function, fn)
         self.function.cache = self  # type: ignore[attr-defined]
         track(self)
@@ -375,8 +379,9 @@ class FunctionCache:
         return f"<FunctionCache {self.where}: {len(self._snapshot.entries)} entries>"
 
 
+@overload
 def specialize(
-    fn: Optional[Callable[..., Any]] = None,
+    fn: Callable[_P, _R],
     /,
     *,
     compiler: Optional[Compiler] = None,
@@ -389,7 +394,42 @@ def specialize(
     policy: Optional[ArgPolicy] = None,
     global_state: bool = True,
     max_restarts: int = 8,
-) -> Any:
+) -> Callable[_P, _R]: ...
+
+
+@overload
+def specialize(
+    fn: None = None,
+    /,
+    *,
+    compiler: Optional[Compiler] = None,
+    recompile_limit: int = 8,
+    on_limit: str = "fallback",
+    automatic_dynamic: bool = True,
+    static: Iterable[SourceLike] = (),
+    dynamic: Iterable[SourceLike] = (),
+    error_on_recompile: bool = False,
+    policy: Optional[ArgPolicy] = None,
+    global_state: bool = True,
+    max_restarts: int = 8,
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
+
+
+def specialize(
+    fn: Optional[Callable[_P, _R]] = None,
+    /,
+    *,
+    compiler: Optional[Compiler] = None,
+    recompile_limit: int = 8,
+    on_limit: str = "fallback",
+    automatic_dynamic: bool = True,
+    static: Iterable[SourceLike] = (),
+    dynamic: Iterable[SourceLike] = (),
+    error_on_recompile: bool = False,
+    policy: Optional[ArgPolicy] = None,
+    global_state: bool = True,
+    max_restarts: int = 8,
+) -> Union[Callable[_P, _R], Callable[[Callable[_P, _R]], Callable[_P, _R]]]:
     """Specialize ``fn``: return a function with ``fn``'s signature that keeps compiled,
     guarded entries and calls the most specialized one whose guards hold, compiling a new
     one with ``compiler(request)`` on a miss. Usable as ``@specialize(compiler=...)``.
@@ -410,11 +450,15 @@ def specialize(
         max_restarts=max_restarts,
     )
     if fn is None:
-        return lambda f: FunctionCache(f, **options).function
+
+        def decorate(f: Callable[_P, _R]) -> Callable[_P, _R]:
+            return FunctionCache(f, **options).function
+
+        return decorate
     return FunctionCache(fn, **options).function
 
 
-def cache_of(specialized: Union[Callable[..., Any], Any]) -> FunctionCache:
+def cache_of(specialized: Union[Callable[..., Any], Any]) -> FunctionCache[..., Any]:
     """The ``FunctionCache`` behind a function returned by ``specialize`` (also through a
     bound method)."""
     cache = getattr(specialized, "cache", None)

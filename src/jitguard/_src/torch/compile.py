@@ -436,7 +436,7 @@ def compile(
 
         compiled.cache = compiler.cache  # type: ignore[attr-defined]
         compiled.__wrapped__ = fn  # type: ignore[attr-defined]
-    compiled.compiler = compiler
+    setattr(compiled, "compiler", compiler)  # typed Callable: no attribute
     return compiled
 
 
