@@ -41,6 +41,16 @@ from ._src.compiler.kinds import RelationalKind as RelationalKind
 from ._src.compiler.kinds import guard_kinds as guard_kinds
 from ._src.compiler.kinds import register_guard_kind as register_guard_kind
 from ._src.compiler.reference import GuardFailure as GuardFailure
+from ._src.compiler.schema import GUARD_SCHEMA_VERSION as GUARD_SCHEMA_VERSION
+from ._src.compiler.schema import GuardRecord as GuardRecord
+from ._src.compiler.schema import GuardSchemaError as GuardSchemaError
+from ._src.compiler.schema import NotPortable as NotPortable
+from ._src.compiler.schema import compile_guard_records as compile_guard_records
+from ._src.compiler.schema import export_guards as export_guards
+from ._src.compiler.schema import guard_schema as guard_schema
+from ._src.compiler.schema import guards_to_json as guards_to_json
+from ._src.compiler.schema import import_guards as import_guards
+from ._src.compiler.schema import register_schema_type as register_schema_type
 from ._src.compiler.shape import register_sympy_function as register_sympy_function
 from ._src.config import config as config
 from ._src.contexts import CompileContext as CompileContext
@@ -146,6 +156,7 @@ __all__ = [
     "EphemeralSource",
     "FSDPNNModuleSource",
     "FunctionCache",
+    "GUARD_SCHEMA_VERSION",
     "GetItemSource",
     "GlobalContext",
     "GlobalContextCheckpointState",
@@ -161,6 +172,8 @@ __all__ = [
     "GuardFailure",
     "GuardKind",
     "GuardKindError",
+    "GuardRecord",
+    "GuardSchemaError",
     "GuardSource",
     "GuardsCheckpointState",
     "GuardsContext",
@@ -177,6 +190,7 @@ __all__ = [
     "NNModuleSource",
     "NoCompileContextError",
     "NoTracingContextError",
+    "NotPortable",
     "RandomValueSource",
     "RecompileError",
     "RecompileLimitError",
@@ -205,17 +219,23 @@ __all__ = [
     "cache_counters",
     "cache_of",
     "compile_context",
+    "compile_guard_records",
     "compile_guards",
     "config",
     "detect_fake_mode",
+    "export_guards",
     "global_states",
     "guard_kinds",
+    "guard_schema",
+    "guards_to_json",
+    "import_guards",
     "no_recompiles",
     "register_arg_rule",
     "register_constant_type",
     "register_env_expr_handler",
     "register_global_state",
     "register_guard_kind",
+    "register_schema_type",
     "register_specificity",
     "register_sympy_function",
     "specialize",
