@@ -30,6 +30,6 @@ def test_mypy_flags_exactly_the_wrong_calls(tmp_path: pathlib.Path) -> None:
     flagged = {int(m.group(1)) for m in re.finditer(r"specialize_use\.py:(\d+): error", proc.stdout)}
     lines = USE.read_text().splitlines()
     marked = {i for i, line in enumerate(lines, 1) if line.endswith("# wrong")}
-    assert len(marked) == 4
+    assert len(marked) == 5
     assert flagged == marked, proc.stdout + proc.stderr
     assert "scale" in proc.stdout and 'incompatible type "str"; expected "float"' in proc.stdout

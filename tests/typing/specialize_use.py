@@ -31,3 +31,21 @@ class Model:
 
 ok_method: int = Model().forward(1)
 wrong_method = Model().forward("1")  # wrong
+
+
+class Tools:
+    @jitguard.specialize
+    @staticmethod
+    def double(x: int) -> int:
+        return 2 * x
+
+
+    @jitguard.specialize
+    @classmethod
+    def make(cls, n: int) -> int:
+        return n
+
+
+ok_static: int = Tools.double(2) + Tools().double(2)
+ok_class: int = Tools.make(3) + Tools().make(3)
+wrong_static = Tools.double("2")  # wrong
