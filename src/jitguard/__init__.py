@@ -39,7 +39,6 @@ from ._src.compiler.kinds import register_guard_kind as register_guard_kind
 from ._src.compiler.reference import GuardFailure as GuardFailure
 from ._src.compiler.schema import GUARD_SCHEMA_VERSION as GUARD_SCHEMA_VERSION
 from ._src.compiler.schema import GuardRecord as GuardRecord
-from ._src.compiler.schema import GuardSchemaError as GuardSchemaError
 from ._src.compiler.schema import NotPortable as NotPortable
 from ._src.compiler.schema import compile_guard_records as compile_guard_records
 from ._src.compiler.schema import export_guards as export_guards
@@ -62,6 +61,7 @@ from ._src.contexts import detect_fake_mode as detect_fake_mode
 from ._src.contexts import tracing as tracing
 from ._src.errors import GuardCompileError as GuardCompileError
 from ._src.errors import GuardKindError as GuardKindError
+from ._src.errors import GuardSchemaError as GuardSchemaError
 from ._src.errors import InvalidCompileIdError as InvalidCompileIdError
 from ._src.errors import JitGuardError as JitGuardError
 from ._src.errors import NoCompileContextError as NoCompileContextError

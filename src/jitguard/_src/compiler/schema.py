@@ -36,7 +36,7 @@ import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
-from ..errors import JitGuardError
+from ..errors import GuardSchemaError
 from ..guards import Source
 from .builder import Leaf
 from .check import CheckFunction
@@ -46,7 +46,6 @@ from .values import Ident, is_long_lived, type_name
 __all__ = [
     "GUARD_SCHEMA_VERSION",
     "GuardRecord",
-    "GuardSchemaError",
     "NotPortable",
     "compile_guard_records",
     "export_guards",
@@ -59,11 +58,6 @@ __all__ = [
 GUARD_SCHEMA_VERSION = 1
 _SCHEMA_FILE = "guard_set.schema.json"
 _DOC_KIND = "jitguard.guard_set"
-
-
-class GuardSchemaError(JitGuardError, ValueError):
-    """A guard-set document that cannot be read (or a guard set that cannot be compiled
-    from one); the message names the guard and what to do."""
 
 
 @dataclasses.dataclass(frozen=True)
