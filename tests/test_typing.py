@@ -33,3 +33,23 @@ def test_mypy_flags_exactly_the_wrong_calls(tmp_path: pathlib.Path) -> None:
     assert len(marked) == 5
     assert flagged == marked, proc.stdout + proc.stderr
     assert "scale" in proc.stdout and 'incompatible type "str"; expected "float"' in proc.stdout
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="typing.get_overloads is 3.11+")
+def test_typed_overloads_take_the_runtime_options() -> None:
+    """Each overload of jitguard.specialize takes exactly the runtime function's keywords."""
+    import inspect
+    import typing
+
+    import jitguard
+    from jitguard._src.cache import specialize as runtime
+
+    def keywords(fn: object) -> list[str]:
+        params = inspect.signature(fn).parameters.values()  # type: ignore[arg-type]
+        return [p.name for p in params if p.kind is p.KEYWORD_ONLY]
+
+    overloads = typing.get_overloads(jitguard.specialize)
+    assert len(overloads) == 2
+    for overload in overloads:
+        assert keywords(overload) == keywords(runtime.specialize)
+    assert jitguard.specialize.__doc__ == runtime.specialize.__doc__
