@@ -12,8 +12,9 @@ jitguard._src.torch.adapter (the only way to torch's internals), torch's public 
 # the rest stay in torch's guard tree and are checked through one TORCH_GUARD_TREE guard
 # ([Note: Delegating to torch's guard tree]). The cache ([Note: The call path]) adds no
 # guards of its own on arguments (its argument rules are off: a rule that guards nothing;
-# no int automatic dynamic): what an entry assumes of them is what Dynamo guarded. It does
-# add its GLOBAL_STATE guard (every registered torch state, one C++ group check): Dynamo
+# no int automatic dynamic): what an entry assumes of them is what Dynamo guarded. Every
+# entry checks GLOBAL_STATE over every registered torch state (one C++ group check; the
+# conversion makes it from Dynamo's state guards, else the compiler adds it): Dynamo
 # does not guard every state a graph bakes in (``torch.get_autocast_dtype("cpu")`` read
 # in the function is baked in and unguarded in torch 2.13), so an entry also misses when
 # any of them changed. Verify mode knows this guard is jitguard's own
@@ -66,7 +67,7 @@ from ..cache.stance import no_recompiles
 from ..cache.stats import CacheStats
 from ..errors import CaptureError, GuardMismatchError
 from ..guards import Source
-from ..sources import GlobalSource, LocalSource
+from ..sources import GlobalSource, GlobalStateSource, LocalSource
 from . import adapter
 from .compiled import CompiledFunction, EntryInfo
 from .delegated import Delegation
@@ -167,6 +168,10 @@ class TorchCompiler:
             info.converted = Counter(result.converted)
             info.stricter = list(result.stricter)
             info.unconverted = [str(u) for u in result.unconverted]
+        guards = converted[0].guards if converted else ()
+        if not any(g.create_fn is _global_state_kind() for g in guards):
+            # [Note: jitguard.torch.compile on Dynamo]: every entry checks every state
+            request.add_guard(GlobalStateSource(), _global_state_kind())
         if cap.tree is not None:
             self._delegate(request, info)
         info.forget_entries()
@@ -234,6 +239,12 @@ def _only_own_guards(entry: Any, info: EntryInfo, values: tuple[Any, ...]) -> bo
     return bool(failures) and all(own(f) for f in failures)
 
 
+def _global_state_kind() -> Callable[..., Any]:
+    from ..compiler.builder import GuardBuilder
+
+    return GuardBuilder.GLOBAL_STATE
+
+
 def _tree_kind() -> Callable[..., Any]:
     from ..compiler.builder import GuardBuilder
 
@@ -248,7 +259,7 @@ class DynamoCache(FunctionCache):
         self._fixed_limit = limit
         self._torch_compiler = compiler
         super().__init__(fn, compiler, recompile_limit=limit or adapter.recompile_limit(),
-                         automatic_dynamic=False, policy=_NO_RULES, global_state=True)
+                         automatic_dynamic=False, policy=_NO_RULES, global_state=False)
         compiler.cache = self
         f_globals = getattr(fn, "__globals__", None)
         if isinstance(f_globals, dict):
