@@ -23,9 +23,8 @@ cache.policy.
 # the cache cannot know which of them the artifact reads. A compiler that does know may say
 # so: ``request.ignore_global_states("autocast_cpu_dtype", guard_instead=[...])`` leaves a
 # state out of the entry's GLOBAL_STATE guard, and may name a weaker state to check in its
-# place. That is a claim about the artifact, and only as sound as the compiler's knowledge:
-# jitguard.torch.compile makes it for the autocast dtypes only when the trace read neither
-# the dtype nor ran under autocast ([Note: Autocast dtypes a trace did not read]).
+# place. That is a claim about the artifact, and only as sound as the compiler's knowledge
+# (jitguard.torch.compile makes no such claim: its entries check every state).
 """
 
 from __future__ import annotations

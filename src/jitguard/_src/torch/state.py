@@ -50,7 +50,7 @@ May import: jitguard._src.global_state, torch.
 # a device's ``autocast_<device>_dtype_while_enabled`` (the dtype while that device's
 # autocast is on, else None: exactly what GlobalStateGuard compares of it) as a member in
 # place of its dtype, and skip that read. A GLOBAL_STATE guard over those states (a compiler
-# left the dtypes out, [Note: Autocast dtypes a trace did not read]) uses one of them.
+# left the dtypes out, ``CompileRequest.ignore_global_states``) uses one of them.
 #
 # Measured (bench/bench_global_state.py, a shared 2-core machine, thread CPU time): the
 # GLOBAL_STATE check ~0.8-1.3 us, against ~1.3-2.1 us for the fourteen per-state reads it
@@ -323,7 +323,7 @@ def register_states() -> None:
     reg("torch_function_mode_stack", torch_function_mode_types)
     reg("default_device", default_device)
     # Unguarded unless a compiler asks for them in place of the dtypes
-    # ([Note: Autocast dtypes a trace did not read]).
+    # (``CompileRequest.ignore_global_states(..., guard_instead=[...])``).
     for device, (_, weak) in DTYPE_STATES.items():
         reg(weak, functools.partial(_dtype_while_enabled, device), guarded=False)
     if group_available():
