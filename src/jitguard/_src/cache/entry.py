@@ -1,7 +1,7 @@
 """``CacheEntry``: one compiled specialization, the facts its guards pin, and how
 specialized it is.
 
-May import: guards, ids, sources, compiler.*, cache.signature.
+May import: _util, guards, ids, sources, compiler.*, cache.signature.
 
 # [Note: Facts of an entry]
 # A guard kind may say that its guard pins a hashable *fact* of its source's value
@@ -44,10 +44,10 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple, Optional, Union
 
+from .._util import is_scalar_type
 from ..compiler.builder import Leaf
 from ..compiler.check import CheckFunction
 from ..compiler.codecache import forget
-from ..compiler.constants import SCALAR_TYPES
 from ..compiler.kinds import DispatchFact, GuardKind, dispatch_fact
 from ..guards import Guard, Source
 from ..ids import CompileId
@@ -141,7 +141,7 @@ def _leaf_fact(
     declared = leaf.kind.inline_fact(name)
     if declared is not None and dispatch_fact(name) == declared:
         components = declared.parts(expected)
-        if declared.gate == "scalar" and not any(components[0] is t for t in SCALAR_TYPES):
+        if declared.gate == "scalar" and not is_scalar_type(components[0]):
             return None  # the dispatcher hashes this part: builtin scalars only
         exact = declared.is_exact(components)
         dim = Dim(pos, source.local_name, name)

@@ -1,7 +1,7 @@
 """The layout of index keys and the code generated for it: the dispatcher (the specialized
 function itself) and the careful key function.
 
-May import: compiler.codecache, compiler.constants, cache.signature, cache.entry.
+May import: _util, compiler.codecache, cache.signature, cache.entry.
 
 # [Note: Key layout]
 # Keys are laid out per snapshot (``Layout``) to keep the hit path short:
@@ -34,13 +34,14 @@ May import: compiler.codecache, compiler.constants, cache.signature, cache.entry
 
 from __future__ import annotations
 
+import collections
 import itertools
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple, Optional
 
+from .._util import SCALAR_TYPES
 from ..compiler.codecache import compile_generated, forget, generated_filename
-from ..compiler.constants import SCALAR_TYPES
 from .entry import MISS_SLOT, CacheEntry, Dim, Slot
 from .signature import Signature
 
@@ -73,6 +74,7 @@ def empty_index() -> dict[Any, Any]:
     return {LINEAR: MISS_SLOT, FOLLOWERS: {LINEAR: ()}}
 
 _SCALAR_TYPE_IDS = frozenset(id(t) for t in SCALAR_TYPES)
+KEEP_GENERATIONS = 4  # dispatcher generations whose source stays in linecache
 
 
 def _typed(dim: Dim) -> Optional[str]:
@@ -303,6 +305,9 @@ class Dispatcher:
         )
         self._generations = itertools.count()
         self._current: Optional[KeyCode] = None
+        # The last few generations: their source stays in linecache (a call still running
+        # in an older generation's code can show its lines), older ones let go.
+        self._recent: collections.deque[KeyCode] = collections.deque(maxlen=KEEP_GENERATIONS)
         first = self.keycode(Layout((), (), False))
         self.ns[first.index_name] = empty_index()
         self.function: Callable[..., Any] = self.ns[f"{p}fn{first.generation}"]
@@ -411,8 +416,9 @@ class Dispatcher:
             del self.ns[f"{p}fn{g}"]
         keycode = KeyCode(layout, g, self.ns.pop(f"{p}key{g}"), code, index, nested, text,
                           filename)
-        # The source stays readable while this generation's code can still run.
+        # The source stays readable while this generation is among the last few.
         weakref.finalize(keycode, forget, filename)
+        self._recent.append(keycode)
         return keycode
 
     def install(self, keycode: KeyCode, index: dict[Any, Slot]) -> None:
