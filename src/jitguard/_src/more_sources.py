@@ -7,7 +7,7 @@ May import: errors, guards, sources.
 Every source here reads its value bypassing user overrides, exactly as the C++ accessor
 torch uses for it does: ``DictGetItemSource`` through ``dict.__getitem__`` (a dict
 subclass's ``__getitem__`` is not run), ``ListGetItemSource`` through ``list.__getitem__``,
-``GenericAttrSource`` through ``object.__getattribute__``. See [Note: Source evaluation] in
+``GenericAttrSource`` through ``object.__getattribute__``. See [Note: Source protocol] in
 sources.py for the two read paths (``access`` and ``emit``) each source provides.
 """
 
