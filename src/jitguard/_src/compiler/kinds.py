@@ -151,7 +151,7 @@ class GuardKind:
     reads_value: ClassVar[bool] = True
     on_base: ClassVar[bool] = False
     relational: ClassVar[bool] = False
-    # [Note: Kinds own their cache data]
+    # See [Note: Kinds own their cache data].
     specificity: ClassVar[int] = 1
     dispatch_facts: ClassVar[tuple[DispatchFact, ...]] = ()
 
