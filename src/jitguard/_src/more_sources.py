@@ -7,9 +7,10 @@ May import: errors, guards, sources.
 Every source here reads its value bypassing user overrides, exactly as the C++ accessor
 torch uses for it does: ``DictGetItemSource`` through ``dict.__getitem__`` (a dict
 subclass's ``__getitem__`` is not run), ``ListGetItemSource`` through ``list.__getitem__``,
-``GenericAttrSource`` through ``object.__getattribute__``. Each follows [Note: Source
-protocol] in sources.py: ``render`` writes its name, ``access`` reads its value, and where the
-generated code must differ from the name (the read that bypasses overrides) ``emit`` too.
+``GenericAttrSource`` through ``object.__getattribute__``. Each follows
+[Note: Source protocol] in sources.py: ``render`` writes its name, ``access`` reads its value,
+and where the generated code must differ from the name (the read that bypasses overrides)
+``emit`` too.
 """
 
 from __future__ import annotations
