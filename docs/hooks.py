@@ -81,7 +81,7 @@ def note_page(module: str) -> str:
 def _note_markdown(body: str) -> str:
     """A Note's comment text as markdown: kept verbatim in a text block so that its
     indentation (lists, numbered steps, code) reads as written."""
-    return "```text\n" + body.rstrip() + "\n```\n"
+    return "````text\n" + body.rstrip() + "\n````\n"
 
 
 # ---- generated pages -------------------------------------------------------------------

@@ -125,7 +125,8 @@ leaves = st.one_of(
     st.builds(lambda s, v: Leaf(_kind("EQUALS_MATCH"), (s,), v), sources, constants),
     st.builds(lambda s, t: Leaf(_kind("TYPE_MATCH"), (s,), Ident(t)), sources, portable_types),
     st.builds(lambda s: Leaf(_kind("ID_MATCH"), (s,), Ident(LOCAL_OBJECT)), sources),
-    st.builds(lambda s: Leaf(_kind("ID_MATCH"), (s,), Ident(os)), sources),
+    st.builds(lambda s, o: Leaf(_kind("ID_MATCH"), (s,), Ident(o)), sources,
+              st.sampled_from([os, None, True, False])),
     st.builds(lambda s: Leaf(_kind("NONE_MATCH"), (s,), None), sources),
     st.builds(lambda s: Leaf(_kind("NOT_NONE"), (s,), None), sources),
     st.builds(lambda s, b: Leaf(_kind("BOOL_MATCH"), (s,), b), sources, st.booleans()),
@@ -271,20 +272,24 @@ def test_identity_guard_on_a_process_object_is_kept_as_not_portable() -> None:
 
 
 def test_long_lived_objects_are_portable() -> None:
-    """Identity guards on a module, a module-level class and function are portable."""
-    check = jg.compile_guards(
-        [jg.LocalSource(n).make_guard(GB.ID_MATCH) for n in ("m", "k", "f")],
-        f_locals={"m": os, "k": Config, "f": json.dumps},
-    )
+    """Identity guards on a module, a module-level class and function, None and True are
+    portable, and the rebuilt check holds exactly those objects."""
+    frame = {"m": os, "k": Config, "f": json.dumps, "z": None, "t": True}
+    check = jg.compile_guards([jg.LocalSource(n).make_guard(GB.ID_MATCH) for n in frame],
+                              f_locals=frame)
     doc = jg.export_guards(check)
+    _validate(doc)
     assert sorted(json.dumps(g["expect"]) for g in doc["guards"]) == sorted([
         '{"$": "object", "module": "os"}',
         f'{{"$": "object", "class": "{__name__}:Config"}}',
         '{"$": "object", "class": "json:dumps"}',
+        '{"$": "object", "const": null}',
+        '{"$": "object", "const": true}',
     ])
     rebuilt = jg.compile_guard_records(jg.import_guards(doc))
-    assert rebuilt({"m": os, "k": Config, "f": json.dumps})
-    assert not rebuilt({"m": json, "k": Config, "f": json.dumps})
+    assert rebuilt(frame)
+    for name, other in [("m", json), ("k", Window), ("f", json.loads), ("z", False), ("t", 1)]:
+        assert not rebuilt({**frame, name: other}), name
 
 
 def test_schema_file_ships_in_the_package() -> None:

@@ -181,7 +181,7 @@ def _encode_ident(ident: Ident) -> Any:
     if obj is None and ident.is_weak:
         raise _Unencodable(f"a deallocated {ident.type_name}", ident.id)
     if obj is None or obj is True or obj is False:
-        return obj
+        return {"$": "object", "const": obj}
     if isinstance(obj, types.ModuleType) and is_long_lived(obj):
         return {"$": "object", "module": obj.__name__}
     if is_long_lived(obj):
@@ -219,6 +219,10 @@ def _decode(data: Any, where: str) -> Any:
             module, _, qualname = data["class"].partition(":")
             return _lookup(module, qualname)[data["member"]]
         if tag == "object":
+            if "const" in data:
+                if data["const"] not in (None, True, False):
+                    raise GuardSchemaError(f"{where}: {data['const']!r} is not None, True or False")
+                return Ident(data["const"])
             if "module" in data:
                 obj = sys.modules.get(data["module"])
                 if obj is None:
