@@ -82,7 +82,7 @@ def _tensor_property(base: jg.Source, prop: jg.TensorProperty, idx: int) -> jg.S
 
 def _chained(base: st.SearchStrategy[jg.Source]) -> st.SearchStrategy[jg.Source]:
     return st.one_of(
-        st.builds(jg.AttrSource, base, idents),
+        st.builds(jg.AttrSource, base, idents.filter(lambda s: "." not in s)),
         st.builds(jg.CodeSource, base),
         st.builds(jg.ClosureSource, base),
         st.builds(jg.CellContentsSource, base),
