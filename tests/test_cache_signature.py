@@ -365,6 +365,21 @@ def test_removed_default_raises_through_specialize() -> None:
     assert sf(1, 2) == 3
 
 
+def test_default_added_through_specialize() -> None:
+    """A default given after specializing to a parameter that had none: the call that omits
+    it works, as it does eagerly, and gets its own entry."""
+    def f(x, k, *, m):  # type: ignore[no-untyped-def]
+        return x * k + m
+
+    sf = baked(f)
+    assert sf(3, 2, m=1) == 7
+    f.__defaults__ = (4,)
+    f.__kwdefaults__ = {"m": 0}
+    assert sf(3) == f(3) == 12
+    assert sf(3, 2, m=1) == 7
+    assert cache_of(sf).stats().compiles == 2
+
+
 def test_wraps_wrapper_with_setdefault() -> None:
     """A functools.wraps wrapper that fills in a keyword is called with the arguments as
     given: no 'multiple values', and the default it sets applies."""
