@@ -36,7 +36,9 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import logging
 import threading
+import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -48,6 +50,7 @@ from .compile import CompileJob, int_value_sources
 from .dispatch import Snapshot, build_snapshot, choose_dims
 from .entry import CacheEntry
 from .keys import Dispatcher, Layout, compute_layout
+from .observe import CompileInfo, CompileLog, dispatch_log
 from .policy import ArgPolicy, default_policy, root_name
 from .reasons import (
     RecompileRecord,
@@ -137,6 +140,7 @@ class FunctionCache:
             ),
             where=self.where, global_state=global_state, max_restarts=max_restarts,
         )
+        self._compile_log = CompileLog(fn, self.where, self._job.frame)  # [Note: Compile events]
         # Reentrant: a compiler that calls clear() (or anything else that locks) from inside
         # its own compile must not deadlock. Calls of the function itself from inside its
         # compile never get here ([Note: The call path]).
@@ -180,11 +184,14 @@ class FunctionCache:
         entry = self._snapshot.lookup(values)
         if entry is not None:
             entry.slow_hits += 1
+            if dispatch_log.isEnabledFor(logging.DEBUG):
+                dispatch_log.debug("%s: hit %s off the fast path", self.where, entry.compile_id)
             return self.signature.forward(entry.artifact, *values)
         compiling = getattr(_tls, "compiling", None)
         if compiling is not None and id(self) in compiling:
             self._counters.bump("misses")
             self._counters.bump("fallbacks")
+            dispatch_log.info("%s: called from inside its own compile: runs uncompiled", self.where)
             return self.signature.forward(self.fn, *values)
         with self._lock:
             if self._dirty:
@@ -204,8 +211,12 @@ class FunctionCache:
         past_limit = self._compiles >= self.recompile_limit
         if past_limit and self.on_limit == "fallback" and self._warned:
             self._counters.bump("fallbacks")
+            dispatch_log.info("%s: miss past the recompile limit: runs uncompiled", self.where)
             return self.fn
         entries = self._snapshot.entries
+        if dispatch_log.isEnabledFor(logging.INFO):
+            dispatch_log.info("%s: miss: %s", self.where,
+                              f"{len(entries)} entries rejected the call" if entries else "no entry yet")
         per_entry = collect_failures(entries, values) if recompile else ()
         refused = refuse(
             self.where, per_entry, recompile=recompile, past_limit=past_limit,
@@ -226,20 +237,24 @@ class FunctionCache:
         compile_id = CompileId(frame_id=self._frame_id, frame_compile_id=self._next_compile)
         self._next_compile += 1
         names = tuple(sorted(s.name() for s in made_dynamic))
-        if recompile:
+        if recompile and log.isEnabledFor(logging.INFO):
             log.info(format_recompile(self.where, compile_id, per_entry, names))
+        reasons = (lambda: [line for e in per_entry for line in e.lines()]) if recompile else None
         compiling = getattr(_tls, "compiling", None)
         if compiling is None:
             compiling = _tls.compiling = set()
         compiling.add(id(self))
+        started = time.perf_counter()
         try:
             done = self._job.run(
                 compile_id, values, dynamic=self._dynamic | self._auto | made_dynamic,
                 static=self._static, recompile=recompile,
                 on_restart=lambda: self._counters.bump("restarts"),
             )
-        except BaseException:
+        except BaseException as e:
             self._counters.bump("failures")
+            self._compile_log.failed(compile_id, started, e, cache_size=len(entries),
+                                     reasons=reasons)
             raise
         finally:
             compiling.discard(id(self))
@@ -254,6 +269,8 @@ class FunctionCache:
                 "another object); its artifact serves this call, no entry is kept",
                 self.where, compile_id,
             )
+            self._compile_log.compiled(compile_id, started, values, None,
+                                       cache_size=len(entries), reasons=reasons)
             return done.artifact
         assert done.check is not None
         entry = CacheEntry(
@@ -274,7 +291,8 @@ class FunctionCache:
                 for failure in item.failures:
                     self._failure_counts[failure_key(failure)] += 1
         self._publish([entry])
-        log.debug("compiled %s as %s: %d checks", self.where, compile_id, len(entry.check.leaves))
+        self._compile_log.compiled(compile_id, started, values, entry, cache_size=len(entries),
+                                   reasons=reasons)
         return entry.artifact
 
     def _publish(self, new: list[CacheEntry]) -> None:
@@ -329,6 +347,11 @@ class FunctionCache:
         """Every reason line of every recompile, oldest first."""
         return [line for record in self._records for line in record.reasons()]
 
+    def compile_infos(self) -> tuple[CompileInfo, ...]:
+        """Every compile since the last ``clear()``, oldest first: id, outcome, compile time,
+        guard count, the check's cost ([Note: Compile events])."""
+        return tuple(self._compile_log.infos)
+
     def guard_failure_counts(self) -> dict[str, int]:
         """``"<kind> <sources>"`` -> in how many entry rejections that guard failed."""
         return dict(self._failure_counts)
@@ -363,6 +386,7 @@ class FunctionCache:
         """Forget every entry, record, count and automatic-dynamic marking."""
         with self._lock:
             self._reset_state()
+            self._compile_log.clear()
             self._static = self._declared_static
             self._counters.reset()
             self._publish([])
