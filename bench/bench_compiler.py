@@ -45,7 +45,7 @@ from jitguard import (
     LocalSource,
     compile_guards,
 )
-from jitguard._src.compiler import codegen as _codegen  # its code cache, for cold timings
+from jitguard._src.compiler import codecache  # its code cache, for cold timings
 
 RATIO_TARGET = 1.2
 COMPILE_GUARDS = 10_000
@@ -348,7 +348,7 @@ def time_compile(reps: int) -> dict[str, Any]:
 
     Cold: each repetition names its argument differently and starts with an empty cache of
     compiled code, so ``compile()`` runs for every distinct text (no reuse from an earlier
-    repetition, see [Note: Compiled-code reuse] in codegen.py; within one build, chunks of
+    repetition, see [Note: Compiled-code reuse] in codecache.py; within one build, chunks of
     the same shape still share one compile, see [Note: Chunked checks]). Warm: a recompile
     of the same structure with other constant values (every record's values changed), which
     reuses the compiled code objects.
@@ -360,8 +360,7 @@ def time_compile(reps: int) -> dict[str, Any]:
     for rep in range(reps):
         records = _records(n)
         arg = f"records_{rep}_{time.perf_counter_ns()}"
-        with _codegen._cache_lock:
-            _codegen._code_cache.clear()
+        codecache.clear()
         gc.collect()
         t0 = time.perf_counter()
         guards = _record_guards(n, arg)

@@ -49,7 +49,7 @@ from _timing import time_variants  # noqa: E402
 import jitguard  # noqa: E402
 import jitguard.torch  # noqa: E402
 from jitguard import GlobalStateSource, GuardBuilder, compile_guards, global_states  # noqa: E402
-from jitguard._src.compiler import builtin_kinds  # noqa: E402
+from jitguard._src.compiler import global_state_kind  # noqa: E402
 from jitguard._src.compiler.kinds import EmitContext, GuardKind, register_guard_kind  # noqa: E402
 from jitguard._src.global_state import GlobalStateRegistry  # noqa: E402
 
@@ -108,12 +108,12 @@ def registry(names: tuple[str, ...] | None) -> Iterator[None]:
     for s in global_states.states():
         if names is None or s.name in names:
             reg.register(s.name, s.read, write=s.write, guarded=s.guarded, describe=s.describe)
-    saved = builtin_kinds.global_states
-    builtin_kinds.global_states = reg  # type: ignore[attr-defined]
+    saved = global_state_kind.global_states
+    global_state_kind.global_states = reg  # type: ignore[attr-defined]
     try:
         yield
     finally:
-        builtin_kinds.global_states = saved  # type: ignore[attr-defined]
+        global_state_kind.global_states = saved  # type: ignore[attr-defined]
 
 
 def main() -> None:

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from jitguard._src.compiler import codegen
+from jitguard._src.compiler import codecache
 
 
 def record_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Empty the guard compiler's code cache and record the text of every ``compile()`` it
+    """Empty the code cache of generated code and record the text of every ``compile()`` it
     calls from now on (until ``monkeypatch`` undoes it); the list it records into."""
     calls: list[str] = []
     real_compile = compile
@@ -20,8 +20,8 @@ def record_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append(text)
         return real_compile(text, *args)
 
-    monkeypatch.setattr(codegen, "compile", counting, raising=False)
-    monkeypatch.setattr(codegen, "_code_cache", {})
+    monkeypatch.setattr(codecache, "compile", counting, raising=False)
+    monkeypatch.setattr(codecache, "_cache", {})
     return calls
 
 

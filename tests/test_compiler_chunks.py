@@ -24,7 +24,7 @@ from jitguard import (
     LocalSource,
     compile_guards,
 )
-from jitguard._src.compiler import codegen
+from jitguard._src.compiler import chunks
 
 L = LocalSource
 EQ = GuardBuilder.EQUALS_MATCH
@@ -36,8 +36,8 @@ CONST = GuardBuilder.CONSTANT_MATCH
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     """Chunk every check, 4 leaves a chunk."""
-    monkeypatch.setattr(codegen, "CHUNK_ABOVE", 0)
-    monkeypatch.setattr(codegen, "CHUNK_LEAVES", 4)
+    monkeypatch.setattr(chunks, "CHUNK_ABOVE", 0)
+    monkeypatch.setattr(chunks, "CHUNK_LEAVES", 4)
     yield 4
 
 
@@ -66,9 +66,9 @@ def chunk_fns(check: CheckFunction) -> list[Any]:
 
 def test_small_checks_stay_one_function() -> None:
     """Up to CHUNK_ABOVE leaves the check is one straight-line function, as before."""
-    n = codegen.CHUNK_ABOVE // 4 - 1
+    n = chunks.CHUNK_ABOVE // 4 - 1
     check = compile_guards(record_guards(n), f_locals={"rs": records(n)}, arg_names=["rs"])
-    assert len(check.leaves) <= codegen.CHUNK_ABOVE
+    assert len(check.leaves) <= chunks.CHUNK_ABOVE
     assert "___chunk" not in check.source and check.filenames == (check.filename,)
     assert check.fn(records(n)) is True
 
@@ -83,11 +83,11 @@ def test_same_guards_same_chunked_source(small_chunks: int) -> None:
 def test_large_check_is_chunked_and_exact() -> None:
     """Above CHUNK_ABOVE leaves the check is chunked; it accepts its frame, rejects a change
     in any record, and explain names the failing guard."""
-    n = codegen.CHUNK_ABOVE // 4 + 50
+    n = chunks.CHUNK_ABOVE // 4 + 50
     frame = records(n)
     check = compile_guards(record_guards(n), f_locals={"rs": frame}, arg_names=["rs"])
-    assert len(check.leaves) > codegen.CHUNK_ABOVE
-    assert len(chunk_fns(check)) >= len(check.leaves) // codegen.CHUNK_LEAVES
+    assert len(check.leaves) > chunks.CHUNK_ABOVE
+    assert len(chunk_fns(check)) >= len(check.leaves) // chunks.CHUNK_LEAVES
     assert check.fn(frame) is True
     for i in (0, n // 2, n - 1):
         for key, bad in (("id", -1), ("tag", "zz"), ("on", None)):
@@ -107,7 +107,7 @@ def test_chunks_compile_once_per_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = record_compiles(monkeypatch)
     n = 2000
     check = compile_guards(record_guards(n), f_locals={"rs": records(n)}, arg_names=["rs"])
-    assert len(chunk_fns(check)) >= len(check.leaves) // codegen.CHUNK_LEAVES > 30
+    assert len(chunk_fns(check)) >= len(check.leaves) // chunks.CHUNK_LEAVES > 30
     assert len(calls) <= 10, len(calls)
     assert len(calls) == len(set(calls))
     first = len(calls)

@@ -239,9 +239,9 @@ def test_each_scalar_constant_has_its_own_name() -> None:
 
 def test_bound_names_are_unique() -> None:
     """Hints ending in digits never make two constants share a name (x1+23 vs x12+3)."""
-    from jitguard._src.compiler.codegen import _Namespace
+    from jitguard._src.compiler.writer import Namespace
 
-    ns = _Namespace(lambda ident, name: None)
+    ns = Namespace(lambda ident, name: None)
     names = [ns.const(object(), hint) for _ in range(30) for hint in ("x1", "x12", "x", "x_1")]
     assert len(set(names)) == len(names)
     assert all(n.isidentifier() for n in names)

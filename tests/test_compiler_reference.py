@@ -24,7 +24,7 @@ from jitguard import (
     Source,
     compile_guards,
 )
-from jitguard._src.compiler import codegen
+from jitguard._src.compiler import chunks
 from jitguard._src.compiler.builtin_kinds import strict_equal
 
 SETTINGS = settings(
@@ -325,12 +325,12 @@ def test_agree_on_hostile_values(data: st.DataObject, x: Any) -> None:
 @contextlib.contextmanager
 def chunked(size: int) -> Iterator[None]:
     """Checks compiled inside are cut into chunks of ``size`` leaves, however small."""
-    saved = codegen.CHUNK_ABOVE, codegen.CHUNK_LEAVES
-    codegen.CHUNK_ABOVE, codegen.CHUNK_LEAVES = 0, size
+    saved = chunks.CHUNK_ABOVE, chunks.CHUNK_LEAVES
+    chunks.CHUNK_ABOVE, chunks.CHUNK_LEAVES = 0, size
     try:
         yield
     finally:
-        codegen.CHUNK_ABOVE, codegen.CHUNK_LEAVES = saved
+        chunks.CHUNK_ABOVE, chunks.CHUNK_LEAVES = saved
 
 
 @SETTINGS

@@ -22,7 +22,9 @@ SRC_DIR = PKG_DIR / "_src"
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "_util", "stacks", "weak", "config", "integrations", "logs", "structured"),
     ("ids",),
-    ("guards",),
+    ("guard_source",),
+    ("guards", "guard_exprs"),
+    ("root_sources",),
     ("sources",),
     ("global_state",),
     ("checkpoints",),

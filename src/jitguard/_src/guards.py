@@ -1,7 +1,9 @@
 """The guard data model: where a value comes from (``Source``, ``GuardSource``), an
 assumption on it (``Guard``), and the assumptions made after tracing (``GuardEnvExpr``).
+``GuardSource`` lives in ``guard_source`` and the after-tracing assumptions in
+``guard_exprs``; both are re-exported here.
 
-May import: errors, stacks, config.
+May import: stacks, guard_source, guard_exprs.
 
 Behaviour follows the specification (PyTorch's ``torch/_guards.py``); the places where
 jitguard deliberately differs are said in the docstring of the class concerned.
@@ -10,16 +12,16 @@ jitguard deliberately differs are said in the docstring of the class concerned.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import logging
 import traceback
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
-from .config import config
-from .stacks import CapturedStack, format_frame
+from .guard_exprs import DuplicateInputs, GuardEnvExpr, ShapeGuard, SLoc, StorageOverlap
+from .guard_source import GuardSource
+from .stacks import CapturedStack
 
 if TYPE_CHECKING:  # mypy: source_dataclass makes frozen dataclasses
     from typing_extensions import dataclass_transform
@@ -47,100 +49,12 @@ __all__ = [
 log = logging.getLogger("jitguard.guards")
 
 
-class GuardSource(enum.Enum):
-    """Where the root of a source lives; decides how its guards are treated."""
-
-    LOCAL = 0
-    GLOBAL = 1
-    LOCAL_SPECIALIZED_NN_MODULE = 2
-    GLOBAL_SPECIALIZED_NN_MODULE = 3
-    CONSTANT = 4
-    RANDOM_VALUE = 5
-    SHAPE_ENV = 6
-    LOCAL_FSDP_MODULE = 7
-    GLOBAL_FSDP_MODULE = 8
-    BACKWARD_STATE = 9
-    EPHEMERAL = 10
-    SYNTHETIC_LOCAL = 11
-    LOCAL_UNSPECIALIZED_NN_MODULE = 12
-    GLOBAL_UNSPECIALIZED_NN_MODULE = 13
-    LOCAL_UNSPECIALIZED_BUILTIN_NN_MODULE = 14
-    GLOBAL_UNSPECIALIZED_BUILTIN_NN_MODULE = 15
-
-    def is_fsdp_module(self) -> bool:
-        return self in _FSDP
-
-    def is_specialized_nn_module(self) -> bool:
-        """True for specialized nn-module sources; FSDP modules count too when
-        ``jitguard.config.unsafe_skip_fsdp_module_guards`` is set (the specification reads
-        Dynamo's config flag here; jitguard has its own)."""
-        if config.unsafe_skip_fsdp_module_guards and self in _FSDP:
-            return True
-        return self in _SPECIALIZED
-
-    def is_unspecialized_nn_module(self) -> bool:
-        return self in _UNSPECIALIZED
-
-    def is_unspecialized_builtin_nn_module(self) -> bool:
-        return self in _UNSPECIALIZED_BUILTIN
-
-    def is_local(self) -> bool:
-        return self in _LOCAL
-
-
-_FSDP = frozenset({GuardSource.LOCAL_FSDP_MODULE, GuardSource.GLOBAL_FSDP_MODULE})
-_SPECIALIZED = frozenset(
-    {GuardSource.LOCAL_SPECIALIZED_NN_MODULE, GuardSource.GLOBAL_SPECIALIZED_NN_MODULE}
-)
-_UNSPECIALIZED_BUILTIN = frozenset(
-    {
-        GuardSource.LOCAL_UNSPECIALIZED_BUILTIN_NN_MODULE,
-        GuardSource.GLOBAL_UNSPECIALIZED_BUILTIN_NN_MODULE,
-    }
-)
-_UNSPECIALIZED = _UNSPECIALIZED_BUILTIN | {
-    GuardSource.LOCAL_UNSPECIALIZED_NN_MODULE,
-    GuardSource.GLOBAL_UNSPECIALIZED_NN_MODULE,
-}
-_LOCAL = frozenset(
-    {
-        GuardSource.LOCAL,
-        GuardSource.LOCAL_SPECIALIZED_NN_MODULE,
-        GuardSource.LOCAL_FSDP_MODULE,
-        GuardSource.LOCAL_UNSPECIALIZED_NN_MODULE,
-        GuardSource.LOCAL_UNSPECIALIZED_BUILTIN_NN_MODULE,
-    }
-)
-
-
 class GuardBuilderBase:
     """Marker base of the object a guard's ``create_fn`` is called with.
 
     Kept empty on purpose: what a builder does is the compiler's business
     (``jitguard.GuardBuilder``), not the data model's.
     """
-
-
-@dataclasses.dataclass(frozen=True)
-class SLoc:
-    """Where a shape guard came from: the framework location and, when known, the user's."""
-
-    framework_loc: Optional[Union[traceback.FrameSummary, str]]
-    maybe_user_loc: Optional[str]
-
-    def __str__(self) -> str:
-        floc = format_frame(self.framework_loc)
-        if self.maybe_user_loc is not None:
-            return f"{self.maybe_user_loc} ({floc})"
-        return f"({floc})"
-
-
-class ShapeGuard(NamedTuple):
-    """A boolean (sympy) expression over symbolic sizes that must hold, and where it arose."""
-
-    expr: Any
-    sloc: SLoc
-    size_oblivious: bool
 
 
 _S = TypeVar("_S")
@@ -474,35 +388,6 @@ def _same_or_unset(old: Any, new: Any) -> bool:
     if isinstance(old, weakref.ReferenceType) and isinstance(new, weakref.ReferenceType):
         return old() is new() and old() is not None
     return False
-
-
-@dataclasses.dataclass(frozen=True)
-class GuardEnvExpr:
-    """Base of the guards that arise after tracing (from an AOT stage): facts relating
-    several inputs rather than one source's value."""
-
-
-@dataclasses.dataclass(frozen=True)
-class DuplicateInputs(GuardEnvExpr):
-    """Two inputs that were deduplicated: they must be the same object on every call."""
-
-    input_source_a: Source
-    input_source_b: Source
-
-    def __post_init__(self) -> None:
-        if self.input_source_a == self.input_source_b:
-            raise AssertionError(
-                f"DuplicateInputs needs two different sources, got {self.input_source_a!r} twice"
-            )
-
-
-@dataclasses.dataclass(frozen=True)
-class StorageOverlap(GuardEnvExpr):
-    """Inputs that share storage. ``overlapping_sources`` do (or may) overlap another input;
-    ``non_overlapping_sources`` certainly overlap none."""
-
-    overlapping_sources: list[Source]
-    non_overlapping_sources: list[Source]
 
 
 def is_from_source(source: Source, target: Source) -> bool:

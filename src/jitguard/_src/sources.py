@@ -1,7 +1,8 @@
 """The library of concrete sources: each a small frozen value object that names a value
-(``name()``), says where its root lives (``guard_source()``) and how to read it.
+(``name()``), says where its root lives (``guard_source()``) and how to read it. The root
+sources live in ``root_sources`` and are re-exported here; the chained ones are here.
 
-May import: errors, guards.
+May import: errors, guards, root_sources.
 
 # [Note: Source evaluation]
 # A source is read two ways, and both must agree (the guard compiler's tests check it):
@@ -24,13 +25,24 @@ May import: errors, guards.
 from __future__ import annotations
 
 import enum
-import keyword
 import math
-from collections.abc import Callable
-from typing import Any, ClassVar, Literal, Optional, Union
+from typing import Any, ClassVar, Optional, Union
 
-from .errors import SourceError, UnreadableSourceError
+from .errors import SourceError
 from .guards import ChainedSource, GuardSource, Source, source_dataclass
+from .root_sources import (
+    BackwardStateSource,
+    Binder,
+    ConstantSource,
+    EphemeralSource,
+    GlobalSource,
+    GlobalStateSource,
+    LocalSource,
+    RandomValueSource,
+    ShapeEnvSource,
+    SyntheticLocalSource,
+    is_plain_identifier,
+)
 
 __all__ = [
     "AttrSource",
@@ -61,15 +73,6 @@ __all__ = [
     "is_plain_identifier",
 ]
 
-Binder = Callable[[Any, str], str]
-FrameSlot = tuple[Literal["L", "G"], str]
-
-
-def is_plain_identifier(text: str) -> bool:
-    """True if ``text`` can be pasted after a dot: ASCII (so no NFKC folding changes which
-    attribute is read), an identifier, and not a keyword."""
-    return text.isascii() and text.isidentifier() and not keyword.iskeyword(text)
-
 
 _LITERAL_SCALARS = (int, str, bytes, bool, type(None))
 
@@ -90,185 +93,6 @@ def _check_literal_key(key: Any, what: str) -> None:
         f"show it; use an int, str, bytes, bool, None, finite float or a tuple of these "
         f"(for a dict key by position use ConstDictKeySource)"
     )
-
-
-class _Root(Source):
-    """A source read straight from the frame."""
-
-    def frame_slot(self) -> FrameSlot:
-        raise NotImplementedError
-
-    def get_value(self, f_locals: Any, f_globals: Any) -> Any:
-        scope, key = self.frame_slot()
-        return (f_locals if scope == "L" else f_globals)[key]
-
-
-@source_dataclass
-class LocalSource(_Root):
-    """A local variable of the guarded frame: ``L['x']``.
-
-    ``is_input`` (the value is an argument of the frame) is metadata and does not take part
-    in equality, so two sources for the same place are the same source.
-    """
-
-    local_name: str
-    is_input: bool = False
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.local_name, str):
-            raise SourceError(f"LocalSource needs a str name, got {self.local_name!r}")
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is LocalSource and other.local_name == self.local_name
-
-    def __hash__(self) -> int:
-        return hash(("L", self.local_name))
-
-    def name(self) -> str:
-        return f"L[{self.local_name!r}]"
-
-    def guard_source(self) -> GuardSource:
-        return GuardSource.LOCAL
-
-    def frame_slot(self) -> FrameSlot:
-        return ("L", self.local_name)
-
-
-
-@source_dataclass
-class GlobalSource(_Root):
-    """A global of the guarded frame's module: ``G['cfg']``."""
-
-    global_name: str
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.global_name, str):
-            raise SourceError(f"GlobalSource needs a str name, got {self.global_name!r}")
-
-    def name(self) -> str:
-        return f"G[{self.global_name!r}]"
-
-    def guard_source(self) -> GuardSource:
-        return GuardSource.GLOBAL
-
-    def frame_slot(self) -> FrameSlot:
-        return ("G", self.global_name)
-
-
-@source_dataclass
-class ConstantSource(_Root):
-    """A constant installed as a global under ``source_name``; it cannot be guarded."""
-
-    source_name: str
-
-    def name(self) -> str:
-        return self.source_name
-
-    def guard_source(self) -> GuardSource:
-        return GuardSource.CONSTANT
-
-    def frame_slot(self) -> FrameSlot:
-        return ("G", self.source_name)
-
-
-@source_dataclass
-class RandomValueSource(_Root):
-    """The ``random_call_index``-th value a JIT pre-drew for a random call; the JIT passes it
-    in the frame locals as ``random_value_<index>``."""
-
-    random_call_index: int
-
-    def name(self) -> str:
-        return f"random_value_{self.random_call_index}"
-
-    def guard_source(self) -> GuardSource:
-        return GuardSource.RANDOM_VALUE
-
-    def frame_slot(self) -> FrameSlot:
-        return ("L", self.name())
-
-
-@source_dataclass
-class SyntheticLocalSource(_Root):
-    """A value the JIT made itself and keeps in the frame locals under ``local_name``.
-    Sub-guards (attributes, items) on it are not allowed."""
-
-    local_name: str
-
-    def name(self) -> str:
-        return f"SYNTHETIC_LOCAL[{self.local_name!r}]"
-
-    def guard_source(self) -> GuardSource:
-        return GuardSource.SYNTHETIC_LOCAL
-
-    def frame_slot(self) -> FrameSlot:
-        return ("L", self.local_name)
-
-
-class _Unreadable(Source):
-    _what: ClassVar[str] = "this source"
-
-    def get_value(self, f_locals: Any, f_globals: Any) -> Any:
-        raise UnreadableSourceError(
-            f"{type(self).__name__} names {self._what}, which has no value in a frame; "
-            f"only guard kinds that read no value (GLOBAL_STATE, SHAPE_ENV) may use it"
-        )
-
-
-@source_dataclass
-class ShapeEnvSource(_Unreadable):
-    """The shape environment: the anchor of SHAPE_ENV guards."""
-
-    _what = "the shape environment"
-
-    def name(self) -> str:
-        return ""
-
-    def guard_source(self) -> GuardSource:
-        return GuardSource.SHAPE_ENV
-
-
-@source_dataclass
-class GlobalStateSource(_Unreadable):
-    """Ambient process state (grad mode and the like): the anchor of GLOBAL_STATE guards."""
-
-    _what = "ambient global state"
-
-    def name(self) -> str:
-        return ""
-
-    def guard_source(self) -> GuardSource:
-        return GuardSource.GLOBAL
-
-
-@source_dataclass
-class BackwardStateSource(_Unreadable):
-    """State carried to a backward pass."""
-
-    _what = "backward state"
-
-    def name(self) -> str:
-        return ""
-
-    def guard_source(self) -> GuardSource:
-        return GuardSource.BACKWARD_STATE
-
-
-@source_dataclass
-class EphemeralSource(_Unreadable):
-    """A value that exists only during tracing: ``<ephemeral: desc>``."""
-
-    desc: Optional[str] = None
-    _what = "a value that exists only while tracing"
-
-    def name(self) -> str:
-        return f"<ephemeral{': ' + self.desc if self.desc is not None else ''}>"
-
-    def guard_source(self) -> GuardSource:
-        return GuardSource.EPHEMERAL
-
-    def is_ephemeral(self) -> bool:
-        return True
 
 
 # ---- chained sources ----------------------------------------------------------------

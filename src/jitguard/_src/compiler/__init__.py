@@ -4,8 +4,11 @@ reference evaluator, failure reasons.
 
 May import: everything below ``compiler`` in [Note: Layering].
 
-Modules, lowest first: ``values`` (safe display of values, identity binding) <- ``kinds``
-(the GuardKind protocol and registry) <- ``builtin_kinds`` <- ``shape`` (SHAPE_ENV) <-
-``builder`` (GuardBuilder) <- ``reference`` <- ``codegen`` <- ``check`` (CheckFunction,
-compile_guards).
+Modules, lowest first: ``codecache`` (compiling generated code, for every layer that
+generates some) and ``constants`` (what a constant is, strict equality) import nothing of
+jitguard; ``values`` (safe display of values, identity binding) <- ``kinds`` (the GuardKind
+protocol and registry) <- ``identity_kinds``, ``global_state_kind`` <- ``builtin_kinds``
+(registers them all) <- ``builder`` (GuardBuilder) <- ``shape`` (SHAPE_ENV) <- ``reference``
+<- ``writer`` (one generated function) <- ``chunks`` <- ``codegen`` <- ``check``
+(CheckFunction, compile_guards).
 """

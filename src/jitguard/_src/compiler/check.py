@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import linecache
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -18,6 +17,7 @@ from ..errors import GuardCompileError
 from ..guards import Guard, GuardEnvExpr, Source
 from . import builtin_kinds as _builtin_kinds  # noqa: F401  (registers the kinds)
 from .builder import GuardBuilder, Leaf
+from .codecache import forget
 from .codegen import generate, leaf_order_key
 from .reference import GuardFailure, evaluate, explain_leaves
 from .shape import add_shape_guards
@@ -98,7 +98,7 @@ class CheckFunction:
         # [Note: Chunked checks]); one unless the check is large.
         self.filenames = tuple(f for f, _ in code.parts)
         self._namespaces = code.namespaces
-        weakref.finalize(self, _forget_files, self.filenames)
+        weakref.finalize(self, forget, *self.filenames)
 
     def __call__(self, *args: Any) -> bool:
         return self.fn(*args)
@@ -200,11 +200,6 @@ def _ident_holders(leaves: list[Leaf]) -> dict[int, list[str]]:
             elif isinstance(p, (tuple, list)):
                 stack.extend(p)
     return holders
-
-
-def _forget_files(filenames: tuple[str, ...]) -> None:
-    for filename in filenames:
-        linecache.cache.pop(filename, None)
 
 
 def _invalidate(

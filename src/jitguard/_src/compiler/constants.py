@@ -1,0 +1,113 @@
+"""Constants a guard can pin by value, and the strict equality EQUALS_MATCH means by it.
+
+May import: nothing from jitguard.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import Any
+
+__all__ = [
+    "EXACT_EQ_TYPES",
+    "SCALAR_TYPES",
+    "is_constant",
+    "is_enum_member",
+    "needs_strict",
+    "one_of",
+    "register_constant_type",
+    "strict_equal",
+]
+
+SCALAR_TYPES = (int, float, complex, str, bytes, bool, type(None))
+# Types whose ``==`` between two values of the type is exact equality.
+EXACT_EQ_TYPES = (str, bytes, int, bool, type(None))
+# A list, not a set: membership is decided by identity (see one_of).
+_CONSTANT_TYPES: list[type] = [*SCALAR_TYPES, tuple, frozenset, range, slice]
+
+
+def register_constant_type(tp: type) -> None:
+    """Let EQUALS_MATCH hold values of ``tp`` (immutable, with a meaningful ``==``)."""
+    if not one_of(tp, _CONSTANT_TYPES):
+        _CONSTANT_TYPES.append(tp)
+
+
+def one_of(tp: type, types_: Any) -> bool:
+    """``tp`` is one of ``types_`` by identity (``in`` would ask a metaclass ``__eq__``)."""
+    return any(tp is t for t in types_)
+
+
+def is_enum_member(value: Any) -> bool:
+    return issubclass(type(value), enum.Enum)
+
+
+def is_constant(value: Any) -> bool:
+    tp = type(value)
+    if is_enum_member(value):
+        return True
+    if tp is tuple or tp is frozenset:
+        return all(is_constant(v) for v in value)
+    if tp is slice:
+        return all(is_constant(v) for v in (value.start, value.stop, value.step))
+    return one_of(tp, _CONSTANT_TYPES)
+
+
+def needs_strict(value: Any) -> bool:
+    """True if ``==`` cannot stand for strict equality on ``value``: a NaN (unequal to itself)
+    or a float zero (``0.0 == -0.0``), anywhere inside."""
+    tp = type(value)
+    if tp is float:
+        return value == 0.0 or math.isnan(value)
+    if tp is complex:
+        return needs_strict(value.real) or needs_strict(value.imag)
+    if tp is tuple or tp is frozenset:
+        return any(needs_strict(v) for v in value)
+    if tp is slice:
+        return any(needs_strict(v) for v in (value.start, value.stop, value.step))
+    return False
+
+
+def _float_equal(a: float, b: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+def strict_equal(value: Any, expected: Any) -> bool:
+    """Equal with the same exact type at every level; NaN equals NaN, ``0.0`` and ``-0.0``
+    differ. So ``1``, ``1.0`` and ``True`` are three different constants,
+    ``(1, 2) != (1.0, 2.0)``, ``slice(0, 2) != slice(0.0, 2)``, ``range(0, 4, 2) !=
+    range(0, 3, 2)``, and enum members match only themselves."""
+    if value is expected:
+        return True
+    tp = type(expected)
+    if type(value) is not tp:
+        return False
+    if issubclass(tp, enum.Enum):
+        return value is expected
+    if tp is slice or tp is range:
+        return strict_equal(
+            (value.start, value.stop, value.step), (expected.start, expected.stop, expected.step)
+        )
+    if tp is tuple:
+        return len(value) == len(expected) and all(
+            strict_equal(a, b) for a, b in zip(value, expected, strict=True)
+        )
+    if tp is frozenset:
+        if len(value) != len(expected):
+            return False
+        unmatched = list(expected)
+        for a in value:
+            for i, b in enumerate(unmatched):
+                if strict_equal(a, b):
+                    del unmatched[i]
+                    break
+            else:
+                return False
+        return True
+    if tp is float:
+        return _float_equal(value, expected)
+    if tp is complex:
+        return _float_equal(value.real, expected.real) and _float_equal(value.imag, expected.imag)
+    return bool(value == expected)

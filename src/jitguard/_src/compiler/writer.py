@@ -1,0 +1,300 @@
+"""Writing one generated check function: the namespace its constants are bound in, the
+values it holds in variables, its body (a read per source, a test per leaf), and compiling
+it. ``codegen`` writes a check as one function; ``chunks`` as several.
+
+May import: errors, guards, compiler.kinds, compiler.builder, compiler.values,
+compiler.codecache.
+
+See [Note: Generated check functions] in ``codegen``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional
+
+from ..errors import GuardCompileError
+from ..guards import ChainedSource, Source
+from ..sources import is_plain_identifier
+from .builder import Leaf
+from .codecache import compile_generated
+from .kinds import EmitContext
+from .values import Ident
+
+__all__ = [
+    "CODE_NAME",
+    "RETURN_TRUE",
+    "Body",
+    "GeneratedCode",
+    "Namespace",
+    "OnWeak",
+    "Values",
+    "comment",
+    "write_function",
+]
+
+_SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
+# Every check function (and chunk) is compiled as ``def ___check(...)`` and renamed, so that
+# its code text does not depend on its name ([Note: Compiled-code reuse]).
+CODE_NAME = "___check"
+RETURN_TRUE = "        return True"
+
+
+def comment(text: str) -> str:
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+# Called as on_weak(ident, const_name, namespace) for each weakly held object a function
+# binds: ``namespace`` (that function's globals) holds its id under ``const_name``.
+OnWeak = Callable[[Ident, str, dict[str, Any]], None]
+
+
+class Namespace(EmitContext):
+    def __init__(self, on_weak: OnWeak, share: bool = True) -> None:
+        self.ns: dict[str, Any] = {"__builtins__": __builtins__}
+        # With ``share``, an object (not a scalar) used twice is bound once; a chunk binds
+        # each use under its own name, so its code text does not say which uses coincide.
+        self._share = share
+        self._by_id: dict[int, str] = {}  # id of a bound object -> its name
+        self._by_ident: dict[int, str] = {}  # id of a weakly held Ident -> its id's name
+        self._prefixes: dict[str, str] = {}
+        self._n = itertools.count()
+        self._on_weak = on_weak
+
+    def _name(self, hint: str) -> str:
+        # ``_`` before the counter: the counter has none, so (hint, counter) is unique
+        # ("x1" then 23 and "x12" then 3 would both be ___x123 without it).
+        prefix = self._prefixes.get(hint)
+        if prefix is None:
+            prefix = f"___{hint if is_plain_identifier(hint) else 'c'}_"
+            self._prefixes[hint] = prefix
+        return f"{prefix}{next(self._n)}"
+
+    def const(self, obj: Any, hint: str = "c") -> str:
+        # Scalars get a name each: sharing them by value, or by identity (small ints and
+        # short strs are cached objects), would make the code text depend on which values
+        # happen to coincide, and defeat [Note: Compiled-code reuse]. Other objects (a
+        # function, the globals dict) are shared by identity.
+        if type(obj) in _SCALARS or not self._share:
+            prefix = self._prefixes.get(hint)
+            name = f"{prefix}{next(self._n)}" if prefix is not None else self._name(hint)
+            self.ns[name] = obj
+            return name
+        return self._bind(obj, hint)
+
+    def _bind(self, obj: Any, hint: str) -> str:
+        name = self._by_id.get(id(obj))
+        if name is None:
+            name = self._name(hint)
+            self.ns[name] = obj
+            self._by_id[id(obj)] = name
+        return name
+
+    def identical(self, expr: str, ident: Any, hint: str = "o") -> str:
+        if not ident.is_weak:
+            # Bound by identity, never through ``const``'s by-value sharing: an equal str or
+            # int that is another object must not stand in for this one.
+            if self._share:
+                return f"{expr} is {self._bind(ident.get(), hint)}"
+            name = self._name(hint)
+            self.ns[name] = ident.get()
+            return f"{expr} is {name}"
+        known = self._by_ident.get(id(ident)) if self._share else None
+        if known is not None:
+            return f"id({expr}) == {known}"
+        name = self._name("id_" + hint)
+        # An object that already died (a check rebuilt from old leaves) binds -1, which no
+        # object's id is, so the check can never hit a newcomer at the dead object's id.
+        self.ns[name] = ident.id if ident.alive else -1
+        if self._share:
+            self._by_ident[id(ident)] = name
+        self._on_weak(ident, name, self.ns)
+        return f"id({expr}) == {name}"
+
+
+class GeneratedCode:
+    """The generated function with its source text, filename and namespace.
+
+    ``parts`` is (filename, text) for each function registered in linecache and
+    ``namespaces`` the globals of each, the check function's first; a check that is not
+    chunked has one of each, and then ``source`` is its text."""
+
+    def __init__(
+        self,
+        fn: Callable[..., bool],
+        source: str,
+        filename: str,
+        ns: dict[str, Any],
+        parts: Optional[list[tuple[str, str]]] = None,
+        namespaces: Optional[list[dict[str, Any]]] = None,
+    ):
+        self.fn = fn
+        self.source = source
+        self.filename = filename
+        self.namespace = ns
+        self.parts = parts if parts is not None else [(filename, source)]
+        self.namespaces = namespaces if namespaces is not None else [ns]
+
+
+class Values:
+    """The values the functions of one check hold in variables, by number: ``where`` maps
+    each source read so far to its value; ``home[n]`` is the chunk whose variable holds value
+    ``n`` (-1: a parameter of the check function), ``name[n]`` that variable."""
+
+    def __init__(self) -> None:
+        self.where: dict[Source, int] = {}
+        self.home: list[int] = []
+        self.name: list[str] = []
+        self.mapping = -1  # mapping mode: the value that is the mapping of locals
+
+    def new(self, home: int, name: str) -> int:
+        self.home.append(home)
+        self.name.append(name)
+        return len(self.name) - 1
+
+
+class Body:
+    """The body of one function being written: its lines (code, and a comment for each),
+    its namespace, and which of the check's values it holds.
+
+    In a chunk, a value held elsewhere (a parameter of the check, or a variable of an earlier
+    chunk, which then returns it) becomes a parameter ``aN``; alone, the function reads the
+    check's parameters directly."""
+
+    def __init__(
+        self,
+        index: int,
+        ns: Namespace,
+        values: Values,
+        arg_names: Optional[Sequence[str]],
+        f_globals: Optional[Mapping[str, Any]],
+        chunks: Optional[list[Body]],
+    ) -> None:
+        self.index = index
+        self.ns = ns
+        self.values = values
+        self.arg_names = arg_names
+        self.f_globals = f_globals
+        self.chunks = chunks
+        self.code: list[str] = []
+        self.comments: list[str] = []
+        self.params: dict[int, str] = {}  # (chunks) value held elsewhere -> parameter
+        self.param_shown: list[str] = []  # (chunks) what each parameter holds, for comments
+        self.exports: dict[int, str] = {}  # (chunks) own value later chunks read -> shown
+        self.first_leaf = self.last_leaf = 0
+        self._tmp = itertools.count()
+        self._const = ns.const
+
+    def outer(self, value: int, shown: str) -> str:
+        """The name, in this function, of a value held outside it: alone, the check's own
+        parameter; in a chunk, a parameter ``aN`` (numbered in order of first use)."""
+        if self.chunks is None:
+            return self.values.name[value]
+        name = self.params.get(value)
+        if name is None:
+            name = self.params[value] = f"a{len(self.params)}"
+            self.param_shown.append(shown)
+            home = self.values.home[value]
+            if home >= 0:
+                self.chunks[home].exports[value] = shown
+        return name
+
+    def read(self, source: Source) -> str:
+        values = self.values
+        value = values.where.get(source)
+        if value is not None:
+            if self.chunks is None or values.home[value] == self.index:
+                return values.name[value]
+            return self.outer(value, source.name())
+        if isinstance(source, ChainedSource):
+            base = self.read(source.base)
+            how = _HOW.get(type(source))
+            if how is None:
+                how = _HOW[type(source)] = _how_to_read(type(source))
+            if how == 1:
+                expr = source.emit(base, self._const)  # type: ignore[attr-defined]
+            else:
+                expr = f"{self._const(source.access, 'access')}({base})"
+            if expr == base:
+                values.where[source] = values.where[source.base]
+                return base
+        else:
+            expr = self._root(source)
+        var = f"v{next(self._tmp)}"
+        self.code.append(f"        {var} = {expr}")
+        self.comments.append(source.name())
+        values.where[source] = len(values.name)
+        values.home.append(self.index)
+        values.name.append(var)
+        return var
+
+    def _root(self, source: Source) -> str:
+        slot = getattr(source, "frame_slot", None)
+        if slot is None:
+            raise GuardCompileError(
+                f"{source.name() or type(source).__name__} is a root source with no frame "
+                f"slot; it cannot be read by a check function"
+            )
+        scope, key = slot()
+        ns = self.ns
+        if scope == "L":
+            if self.arg_names is not None:
+                raise GuardCompileError(
+                    f"{source.name()} is not among the check's arguments {list(self.arg_names)}"
+                )
+            return f"{self.outer(self.values.mapping, 'L')}[{ns.const(key, 'local')}]"
+        if self.f_globals is None:
+            raise GuardCompileError(f"{source.name()} reads a global but no f_globals was given")
+        return f"{ns.const(self.f_globals, 'G')}[{ns.const(key, 'global')}]"
+
+    def add(self, leaf: Leaf) -> None:
+        kind, sources = leaf.kind, leaf.sources
+        var: Any
+        if kind.relational:
+            var = tuple([self.read(s) for s in sources])
+        else:
+            var = self.read(sources[0]) if sources else None
+        expr = kind.emit(var, leaf.params, self.ns)
+        if expr == "True":
+            return
+        self.code += (f"        if not ({expr}):", "            return False")
+        self.comments += (f"{kind.name}: {leaf.code()}", "")
+
+
+# How a chained source type is read: 1 by its ``emit``, 2 by calling its ``access``.
+_HOW: dict[type, int] = {}
+
+
+def _how_to_read(tp: type) -> int:
+    if hasattr(tp, "emit"):
+        return 1
+    if hasattr(tp, "access"):
+        return 2
+    raise GuardCompileError(f"{tp.__name__} says no way to read its value")
+
+
+def write_function(
+    code_def: str,
+    shown_def: str,
+    code: list[str],
+    comments: list[str],
+    ret: str,
+    ns: dict[str, Any],
+    filename: str,
+    fname: str,
+) -> tuple[Callable[..., bool], str]:
+    """Compile (or reuse) one function and register its text, with the comments, in
+    linecache (line for line the code that is compiled): see ``codecache``."""
+    head = [code_def, "    try:"]
+    tail = [ret, "    except Exception:", "        return False", ""]
+    code_text = "\n".join(head + code + tail)
+    shown = [c + "  # " + comment(m) if m else c for c, m in zip(code, comments, strict=True)]
+    text = "\n".join([shown_def, head[1], *shown, *tail])
+    try:
+        compiled = compile_generated(code_text, filename, shown=text)
+    except SyntaxError as e:  # a bug in a kind's emit, never user input
+        raise GuardCompileError(f"generated check does not compile ({e}):\n{text}") from e
+    return compiled.function(CODE_NAME, ns, name=fname), text
