@@ -66,9 +66,9 @@ class Explanation:
         s = d["stats"]
         out = [f"jitguard.explain: {d['function']}"]
         out.append(
-            f"  {s['entries']} entries; {s['hits']} hits, {s['misses']} misses, "
-            f"{s['compiles']} compiles ({s['recompiles']} recompiles, {s['failures']} failed), "
-            f"{s['fallbacks']} fallbacks, {s['invalidations']} invalidated"
+            f"  entries {s['entries']}; hits {s['hits']}, misses {s['misses']}, compiles "
+            f"{s['compiles']} (recompiles {s['recompiles']}, failed {s['failures']}), "
+            f"fallbacks {s['fallbacks']}, invalidated {s['invalidations']}"
         )
         top = d["most_rejecting_guard"]
         if top is not None:
