@@ -40,7 +40,7 @@ def _tlparse() -> str:
 def _compiled_thrice() -> Any:
     """A specialized function compiled three times: n=1, n=2.5 (a float), a str x."""
 
-    @jg.specialize(automatic_dynamic=False)
+    @jg.specialize(automatic_dynamic=False, global_state=False)
     def f(x: Any, n: Any) -> Any:
         return x * n
 
@@ -154,7 +154,7 @@ def test_large_guard_set_warns_once_naming_the_source(monkeypatch: pytest.Monkey
     source that made them, the count, and what to do."""
     monkeypatch.setattr(config, "large_guard_set", 50)
 
-    @jg.specialize
+    @jg.specialize(global_state=False)
     def total(xs: list[int], k: int) -> int:
         return sum(xs) * k
 
@@ -174,10 +174,10 @@ def test_large_guard_set_warns_once_naming_the_source(monkeypatch: pytest.Monkey
 def test_default_threshold_is_a_thousand() -> None:
     """A 1,000-item list argument (1,001 checks) warns under the default threshold."""
     assert config.large_guard_set == 1000
-    f = jg.specialize(lambda xs: xs)
+    f = jg.specialize(lambda xs: xs, global_state=False)
     with pytest.warns(jg.LargeGuardSetWarning, match="1,001 of them on L\\['xs'\\]"):
         f(list(range(1000)))
-    g = jg.specialize(lambda xs: xs)
+    g = jg.specialize(lambda xs: xs, global_state=False)  # 1,000 checks: not more
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         g(list(range(999)))

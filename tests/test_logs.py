@@ -137,7 +137,7 @@ def test_compile_guards_dispatch_logs(capsys: pytest.CaptureFixture[str]) -> Non
     """compile, guards and dispatch each say their part of a compile."""
     jg.set_logs("compile,guards,+dispatch")
 
-    @jg.specialize
+    @jg.specialize(global_state=False)
     def f(n: int) -> int:
         return n
 
