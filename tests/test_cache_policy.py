@@ -277,3 +277,109 @@ def test_is_immutable() -> None:
     """Immutable kinds of value are recognized."""
     assert all(is_immutable(v) for v in (1, "s", (1,), frozenset(), Point, len, math, None))
     assert not any(is_immutable(v) for v in ([], {}, Point(1, 2), set()))
+
+
+class _HostileMeta(type):
+    """A metaclass whose comparison, hash, truth and repr all raise."""
+
+    def __eq__(cls, other: object) -> bool:
+        raise RuntimeError("metaclass __eq__ called")
+
+    def __ne__(cls, other: object) -> bool:
+        raise RuntimeError("metaclass __ne__ called")
+
+    def __hash__(cls) -> int:
+        raise RuntimeError("metaclass __hash__ called")
+
+    def __bool__(cls) -> bool:
+        raise RuntimeError("metaclass __bool__ called")
+
+
+class Hostile(metaclass=_HostileMeta):
+    """Instances whose own comparison and hash raise too."""
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("__eq__ called")
+
+    def __hash__(self) -> int:
+        raise RuntimeError("__hash__ called")
+
+
+class _EqRaisesMeta(type):
+    def __eq__(cls, other: object) -> bool:
+        raise RuntimeError("metaclass __eq__ called")
+
+    __hash__ = type.__hash__
+
+
+class _EqRaises(metaclass=_EqRaisesMeta):
+    """A class that can be a dict key, but not be compared with ==."""
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Hostile(),
+        lambda: [Hostile(), 1],
+        lambda: {"a": Hostile()},
+        lambda: (Hostile(), Hostile),
+        lambda: Hostile,
+        lambda: {_EqRaises: 1},
+    ],
+    ids=["object", "in-list", "dict-value", "in-tuple", "the-class", "class-as-key"],
+)
+def test_types_are_never_compared_with_eq(make: Any) -> None:
+    """Values whose type's metaclass raises on ==, != and hash are guarded and dispatched
+    without a crash: types are compared by identity only (also in the guards' texts)."""
+    f = specialize(lambda x: 1)
+    a, b = make(), make()
+    assert f(a) == 1 and f(a) == 1 and f(b) == 1 and f(2) == 1 and f(a) == 1
+    stats = cache_of(f).stats()
+    assert stats.hits >= 2 and stats.failures == 0
+    assert all(isinstance(r, str) for r in cache_of(f).reasons())
+
+
+def test_hostile_type_gets_the_object_rule() -> None:
+    """A metaclass __eq__ that would claim equality to int cannot pass an object off as one:
+    rules are found by identity along the real MRO."""
+    class Liar(type):
+        def __eq__(cls, other: object) -> bool:
+            return True
+
+        __hash__ = type.__hash__
+
+    class FakeInt(metaclass=Liar):
+        pass
+
+    assert guards_of(FakeInt()) == [("L['x']", "TYPE_MATCH"), ("L['x']", "ID_MATCH")]
+
+
+def test_receiver_is_guarded_by_type_only() -> None:
+    """The receiver of a method (ArgContext(receiver=...)) is guarded by its exact type, not
+    its identity; other objects and other parameters keep type and identity."""
+    p = Point(1, 2)
+    assert guards_of(p, receiver="x") == [("L['x']", "TYPE_MATCH")]
+    assert guards_of(p, receiver="y") == [("L['x']", "TYPE_MATCH"), ("L['x']", "ID_MATCH")]
+    out: list[Guard] = []
+    ctx = ArgContext(default_policy, out.append, receiver="x")
+    ctx.visit(AttrSource(LocalSource("x"), "p"), p)  # not the parameter itself
+    assert [g.create_fn_name() for g in out] == ["TYPE_MATCH", "ID_MATCH"]
+
+
+def test_receiver_keeps_its_own_rule() -> None:
+    """A receiver whose type has a rule (a list subclass registered by the user, a named
+    tuple, a class for a classmethod) is guarded by that rule."""
+    assert guards_of([1], receiver="x") == [("L['x']", "SEQUENCE_LENGTH"), ("L['x'][0]", "CONSTANT_MATCH")]
+    assert guards_of(Point, receiver="x") == [("L['x']", "ID_MATCH")]
+
+
+def test_receiver_still_takes_part_in_aliasing() -> None:
+    """self is not pinned by identity, so m(self, self) and m(self, other) differ."""
+    class C:
+        @specialize
+        def same(self, other):  # type: ignore[no-untyped-def]
+            return self is other
+
+    a, b = C(), C()
+    assert a.same(a) is True and a.same(b) is False and b.same(b) is True
+    assert cache_of(C.same).stats().compiles == 2

@@ -161,11 +161,24 @@ def test_static_names_are_reported() -> None:
 
 
 def test_restart_carries_its_reason() -> None:
-    """RestartCompile keeps its reason and turns names into sources."""
+    """RestartCompile keeps its reason and what it asks for (names or sources, as given)."""
     r = RestartCompile("why", dynamic=["x"], static=[LocalSource("y")])
     assert r.reason == "why" and str(r) == "why"
-    assert r.dynamic == (LocalSource("x"),) and r.static == (LocalSource("y"),)
+    assert r.dynamic == ("x",) and r.static == (LocalSource("y"),)
     assert str(RestartCompile()) == "restart requested"
+
+
+def test_restart_names_and_sources_mean_the_same() -> None:
+    """A restart naming a parameter and one giving its LocalSource make it dynamic alike."""
+    for what in ("n", LocalSource("n", is_input=True)):
+        def compiler(req: CompileRequest, what: object = what) -> Any:
+            if req.attempt == 0:
+                raise RestartCompile("n varies", dynamic=[what])  # type: ignore[list-item]
+            return req.fn
+
+        f = specialize(lambda n: n, compiler=compiler)
+        assert f(1) == 1 and f(2) == 2
+        assert cache_of(f).stats().compiles == 1, what
 
 
 def test_ignore_global_states_leaves_a_state_out() -> None:

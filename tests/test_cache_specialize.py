@@ -15,6 +15,7 @@ from jitguard import (
     CacheEntry,
     CompileRequest,
     FunctionCache,
+    GuardBuilder,
     LocalSource,
     cache_of,
     specialize,
@@ -149,7 +150,8 @@ def test_aliasing_is_part_of_the_specialization() -> None:
 
 
 def test_method_specialization() -> None:
-    """A specialized function works as a method; self is guarded by identity."""
+    """A specialized function works as a method; self is guarded by its type, so one entry
+    serves every instance (the artifact, ``fn`` itself, reads ``self.k`` live)."""
     class Model:
         def __init__(self, k: int) -> None:
             self.k = k
@@ -160,7 +162,45 @@ def test_method_specialization() -> None:
 
     m1, m2 = Model(2), Model(3)
     assert m1.scale(5) == 10 and m2.scale(5) == 15 and m1.scale(5) == 10
-    assert cache_of(m1.scale).stats().compiles == 2
+    assert [Model(k).scale(5) for k in range(20)] == [5 * k for k in range(20)]
+    assert cache_of(m1.scale).stats().compiles == 1
+    entry = cache_of(Model.scale).entries()[0]
+    assert "type(L['self']) is" in entry.check.source
+    assert "L['self'] is " not in entry.check.source
+
+
+def test_method_of_a_subclass_is_a_miss() -> None:
+    """self's exact type is guarded: an instance of a subclass gets its own entry."""
+    class Base:
+        @specialize
+        def who(self):  # type: ignore[no-untyped-def]
+            return type(self).__name__
+
+    class Sub(Base):
+        pass
+
+    assert Base().who() == "Base" and Sub().who() == "Sub" and Base().who() == "Base"
+    assert cache_of(Base.who).stats().compiles == 2
+
+
+def test_compiler_may_ask_for_self_by_identity() -> None:
+    """A compiler whose artifact bakes in what it read from self pins self by identity."""
+    def bake(req: CompileRequest) -> Any:
+        req.add_guard("self", GuardBuilder.ID_MATCH)
+        k = req.arguments["self"].k
+        return lambda self, x: k * x
+
+    class Model:
+        def __init__(self, k: int) -> None:
+            self.k = k
+
+        @specialize(compiler=bake)
+        def scale(self, x):  # type: ignore[no-untyped-def]
+            return self.k * x
+
+    m1, m2 = Model(2), Model(3)
+    assert m1.scale(5) == 10 and m2.scale(5) == 15 and m1.scale(5) == 10
+    assert cache_of(Model.scale).stats().compiles == 2
 
 
 def test_entry_dies_with_its_object_and_id_reuse_never_hits() -> None:

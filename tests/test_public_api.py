@@ -65,6 +65,9 @@ def test_module_all_names_exist(modname: str) -> None:
         (jitguard.GuardCompileError, ValueError),
         (jitguard.NoCompileContextError, RuntimeError),
         (jitguard.NoTracingContextError, RuntimeError),
+        (jitguard.RecompileError, RuntimeError),
+        (jitguard.RecompileLimitError, RuntimeError),
+        (jitguard.RestartCompile, Exception),
     ],
 )
 def test_errors_specialize_a_builtin(error: type[Exception], builtin: type[Exception]) -> None:
@@ -73,3 +76,59 @@ def test_errors_specialize_a_builtin(error: type[Exception], builtin: type[Excep
     assert issubclass(error, builtin)
     with pytest.raises(builtin):
         raise error("x")
+
+
+def _exported_exceptions() -> list[type[BaseException]]:
+    return [
+        v for v in (getattr(jitguard, n) for n in jitguard.__all__)
+        if isinstance(v, type) and issubclass(v, BaseException)
+    ]
+
+
+def test_every_exported_exception_lives_in_errors() -> None:
+    """Every exception (and warning) jitguard exports is defined in jitguard._src.errors, and
+    every error there is exported: one home for the hierarchy."""
+    from jitguard._src import errors
+
+    exported = _exported_exceptions()
+    assert exported, "jitguard exports no exception classes"
+    assert [e.__name__ for e in exported if e.__module__ != errors.__name__] == []
+    defined = {
+        n for n, v in vars(errors).items()
+        if isinstance(v, type) and issubclass(v, BaseException) and v.__module__ == errors.__name__
+    }
+    assert defined - set(jitguard.__all__) == set()
+    assert sorted(defined) == sorted(errors.__all__)
+
+
+def test_every_exported_error_is_a_jitguard_error() -> None:
+    """Every exported exception except warnings derives from JitGuardError, so one ``except
+    JitGuardError`` catches whatever jitguard raises on purpose."""
+    errors_ = [e for e in _exported_exceptions() if not issubclass(e, Warning)]
+    assert [e.__name__ for e in errors_ if not issubclass(e, jitguard.JitGuardError)] == []
+    assert issubclass(jitguard.RecompileLimitWarning, UserWarning)
+
+
+def test_old_import_paths_still_work() -> None:
+    """The cache modules that used to define the errors still name the same classes."""
+    from jitguard._src.cache import request, stance
+
+    assert stance.RecompileError is jitguard.RecompileError
+    assert stance.RecompileLimitError is jitguard.RecompileLimitError
+    assert stance.RecompileLimitWarning is jitguard.RecompileLimitWarning
+    assert request.RestartCompile is jitguard.RestartCompile
+
+
+def test_recompile_error_keeps_its_record() -> None:
+    """RecompileError carries the record of the refused recompile; its message names the
+    failing guard and why it was refused."""
+    f = jitguard.specialize(lambda n: n, error_on_recompile=True)
+    f(1)
+    with pytest.raises(jitguard.RecompileError) as e:
+        f(2)
+    assert str(e.value).splitlines()[-1] == (
+        "    but recompiling is forbidden here (no_recompiles / error_on_recompile)"
+    )
+    assert "L['n'] == 1" in str(e.value)
+    assert e.value.record.outcome == "forbidden"
+    assert any("L['n'] == 1" in r for r in e.value.record.reasons())

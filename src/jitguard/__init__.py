@@ -16,13 +16,9 @@ from ._src.cache.policy import ArgRule as ArgRule
 from ._src.cache.policy import register_arg_rule as register_arg_rule
 from ._src.cache.reasons import RecompileRecord as RecompileRecord
 from ._src.cache.request import CompileRequest as CompileRequest
-from ._src.cache.request import RestartCompile as RestartCompile
 from ._src.cache.specialize import FunctionCache as FunctionCache
 from ._src.cache.specialize import cache_of as cache_of
 from ._src.cache.specialize import specialize as specialize
-from ._src.cache.stance import RecompileError as RecompileError
-from ._src.cache.stance import RecompileLimitError as RecompileLimitError
-from ._src.cache.stance import RecompileLimitWarning as RecompileLimitWarning
 from ._src.cache.stance import no_recompiles as no_recompiles
 from ._src.cache.stats import CacheStats as CacheStats
 from ._src.cache.stats import cache_counters as cache_counters
@@ -64,6 +60,10 @@ from ._src.errors import InvalidCompileIdError as InvalidCompileIdError
 from ._src.errors import JitGuardError as JitGuardError
 from ._src.errors import NoCompileContextError as NoCompileContextError
 from ._src.errors import NoTracingContextError as NoTracingContextError
+from ._src.errors import RecompileError as RecompileError
+from ._src.errors import RecompileLimitError as RecompileLimitError
+from ._src.errors import RecompileLimitWarning as RecompileLimitWarning
+from ._src.errors import RestartCompile as RestartCompile
 from ._src.errors import SourceError as SourceError
 from ._src.errors import UnreadableSourceError as UnreadableSourceError
 from ._src.global_state import GlobalState as GlobalState

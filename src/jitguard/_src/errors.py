@@ -6,6 +6,8 @@ May import: nothing from jitguard.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "GuardCompileError",
     "GuardKindError",
@@ -13,6 +15,10 @@ __all__ = [
     "JitGuardError",
     "NoCompileContextError",
     "NoTracingContextError",
+    "RecompileError",
+    "RecompileLimitError",
+    "RecompileLimitWarning",
+    "RestartCompile",
     "SourceError",
     "UnreadableSourceError",
 ]
@@ -49,3 +55,45 @@ class NoCompileContextError(JitGuardError, RuntimeError):
 
 class NoTracingContextError(JitGuardError, RuntimeError):
     """``TracingContext.get()`` was called outside ``tracing``."""
+
+
+# ---- the specializing cache ----------------------------------------------------------
+
+
+class RecompileError(JitGuardError, RuntimeError):
+    """A specialized function would have recompiled where recompiling is forbidden
+    (``no_recompiles()``, ``error_on_recompile=True``). ``record`` is the
+    ``RecompileRecord`` of the refused recompile (``record.reasons()``)."""
+
+    def __init__(self, message: str, record: Any = None) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+class RecompileLimitError(RecompileError):
+    """A specialized function reached its recompile limit with ``on_limit="raise"``."""
+
+
+class RecompileLimitWarning(UserWarning):
+    """A specialized function reached its recompile limit and now runs uncompiled on a miss
+    (a warning, not an error: the call still returns the right result)."""
+
+
+class RestartCompile(JitGuardError):
+    """Raised by a compiler to start its attempt again from a fresh tracing context (a
+    request to the cache, not a failure: it never reaches the caller unless the compiler
+    restarts more than ``max_restarts`` times).
+
+    ``dynamic`` and ``static`` (parameter names or sources) change how the next attempt
+    guards those arguments, and stay in force for the function's later compiles.
+    """
+
+    def __init__(
+        self, reason: str = "", *, dynamic: Any = (), static: Any = (),
+    ) -> None:
+        super().__init__(reason or "restart requested")
+        self.reason = reason
+        # Parameter names become ``LocalSource``s where the cache reads these
+        # (``cache.request.as_source``): this module imports nothing from jitguard.
+        self.dynamic = tuple(dynamic)
+        self.static = tuple(static)

@@ -75,6 +75,8 @@ __all__ = [
 
 
 _LITERAL_SCALARS = (int, str, bytes, bool, type(None))
+# By identity: ``type(key) in ...`` would call a metaclass ``__eq__``.
+_LITERAL_SCALAR_IDS = frozenset(id(t) for t in _LITERAL_SCALARS)
 
 
 def _check_literal_key(key: Any, what: str) -> None:
@@ -86,7 +88,7 @@ def _check_literal_key(key: Any, what: str) -> None:
         for item in key:
             _check_literal_key(item, what)
         return
-    elif type(key) in _LITERAL_SCALARS:
+    elif id(type(key)) in _LITERAL_SCALAR_IDS:
         return
     raise SourceError(
         f"{what} {key!r} (a {type(key).__name__}) has no literal form, so no source name can "

@@ -36,7 +36,7 @@ from typing import Any, Optional
 from ..compiler.builder import GuardBuilder
 from ..compiler.check import CheckFunction, compile_guards
 from ..contexts import CompileContext, TracingContext, compile_context, tracing
-from ..errors import JitGuardError
+from ..errors import JitGuardError, RestartCompile
 from ..global_state import global_states
 from ..guards import ChainedSource, Source
 from ..ids import CompileId
@@ -44,7 +44,7 @@ from ..sources import GlobalStateSource, LocalSource
 from .entry import CacheEntry
 from .policy import ArgContext, ArgPolicy, root_name
 from .reasons import EntryFailures
-from .request import CompileRequest, RestartCompile
+from .request import CompileRequest, as_source
 from .signature import Signature
 
 __all__ = ["CompileJob", "Compiled", "covered", "int_value_sources"]
@@ -120,8 +120,8 @@ class CompileJob:
                             f"(max_restarts={self.max_restarts}); last: {restart.reason}"
                         ) from restart
                     ctx.attempt += 1
-                    static = static | frozenset(restart.static)
-                    dynamic = (dynamic | frozenset(restart.dynamic)) - static
+                    static = static | frozenset(as_source(s) for s in restart.static)
+                    dynamic = (dynamic | frozenset(as_source(s) for s in restart.dynamic)) - static
             if mutated:  # no entry: its guards would describe the changed arguments
                 return Compiled(artifact, None, request, dynamic, static, mutated)
             gc = tc.guards_context
@@ -149,7 +149,7 @@ class CompileJob:
                 self.policy, add,
                 is_dynamic=lambda s: covered(s, dynamic),
                 is_static=lambda s: covered(s, static),
-                fresh=self.signature.fresh(),
+                fresh=self.signature.fresh(), receiver=self.signature.receiver,
             )
             for name, value in zip(self.signature.params, values, strict=True):
                 ctx.visit(LocalSource(name, is_input=True), value)

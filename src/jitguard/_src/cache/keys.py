@@ -297,7 +297,7 @@ class Dispatcher:
                 f"        if not ({' and '.join(pre)}):\n            return {p}NOKEY\n" + key_body
             )
         text = (
-            f"def {p}fn{g}({sig.header}):\n{body}{tail}"
+            f"def {p}fn{g}({sig.header}):\n{sig.fill}{body}{tail}"
             f"def {p}key{g}({values}):\n"
             f"    try:\n{key_body}"
             f"    except {exc}:\n"

@@ -20,7 +20,11 @@ May import: errors, guards, sources, contexts, compiler.*.
 #     functions of one code object differ in these: ``lambda x, k=i: ...`` in a loop);
 #     bound methods: their type, ``__func__`` and ``__self__``; classes, modules,
 #     builtins: by identity; frozenset, range, slice of constants: by value;
-#   * anything else: its exact type and its identity (TYPE_MATCH + ID_MATCH).
+#   * anything else: its exact type and its identity (TYPE_MATCH + ID_MATCH); except the
+#     receiver of a method (``self``, see ``Signature.receiver``): its exact type only, so
+#     that a specialized method serves every instance of a class with one entry. What an
+#     artifact reads from ``self`` it guards itself, and one that depends on which instance
+#     it got asks for identity: ``request.add_guard("self", GuardBuilder.ID_MATCH)``.
 # Rules are chosen, and named tuples recognized, from the value's real type (``type(v)``
 # and its real MRO, compared by identity): never through ``isinstance`` (which asks
 # ``v.__class__``, a property that may lie or raise), a metaclass's ``__eq__``/``__hash__``
@@ -197,6 +201,7 @@ class ArgContext:
         is_dynamic: Callable[[Source], bool] = lambda s: False,
         is_static: Callable[[Source], bool] = lambda s: False,
         fresh: Iterable[str] = (),
+        receiver: Optional[str] = None,
         request: Any = None,
         max_depth: int = 64,
     ) -> None:
@@ -207,6 +212,7 @@ class ArgContext:
         self._is_dynamic = is_dynamic
         self._is_static = is_static
         self._fresh = frozenset(LocalSource(n) for n in fresh)
+        self.receiver = receiver
         self.dynamic_sources: set[Source] = set()
         self._visited: list[tuple[Source, Any]] = []  # holds the values: ids stay unique
         self._pinned: set[Source] = set()
@@ -247,6 +253,13 @@ class ArgContext:
 
     def is_static(self, source: Source) -> bool:
         return self._is_static(source)
+
+    def is_receiver(self, source: Source) -> bool:
+        """``source`` is the parameter that receives the instance of a method (``self``)."""
+        return (
+            self.receiver is not None and type(source) is LocalSource
+            and source.local_name == self.receiver
+        )
 
     def ignore_aliasing(self, source: Source) -> None:
         """Leave ``source`` out of the aliasing guards (its identity does not matter)."""
@@ -312,9 +325,13 @@ def root_name(source: Source) -> Optional[str]:
 
 
 def object_rule(ctx: ArgContext, source: Source, value: Any) -> None:
-    """Anything without a rule: a named tuple as a sequence, else type and identity."""
+    """Anything without a rule: a named tuple as a sequence; a method's receiver by its
+    exact type; else type and identity."""
     if is_named_tuple(value):
         sequence_rule(ctx, source, value)
+        return
+    if ctx.is_receiver(source):
+        ctx.by_type(source, value)
         return
     ctx.as_object(source, value)
 

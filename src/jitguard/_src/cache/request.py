@@ -1,5 +1,5 @@
 """What the user's compiler is given (``CompileRequest``) and how it asks to start over
-(``RestartCompile``).
+(``RestartCompile``, which lives in ``errors``).
 
 May import: errors, global_state, guards, ids, sources, contexts, cache.signature,
 cache.policy.
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn, Optional, Union
 
 from ..contexts import CompileContext, TracingContext
-from ..errors import JitGuardError
+from ..errors import JitGuardError, RestartCompile
 from ..global_state import global_states
 from ..guards import GuardEnvExpr, Source
 from ..ids import CompileId, TraceId
@@ -50,23 +50,6 @@ SourceLike = Union[str, Source]
 def as_source(what: SourceLike) -> Source:
     """A parameter name as its ``LocalSource``; a source as itself."""
     return LocalSource(what, is_input=True) if isinstance(what, str) else what
-
-
-class RestartCompile(JitGuardError):
-    """Raised by a compiler to start its attempt again from a fresh tracing context.
-
-    ``dynamic`` and ``static`` (parameter names or sources) change how the next attempt
-    guards those arguments, and stay in force for the function's later compiles.
-    """
-
-    def __init__(
-        self, reason: str = "", *, dynamic: Iterable[SourceLike] = (),
-        static: Iterable[SourceLike] = (),
-    ) -> None:
-        super().__init__(reason or "restart requested")
-        self.reason = reason
-        self.dynamic = tuple(as_source(s) for s in dynamic)
-        self.static = tuple(as_source(s) for s in static)
 
 
 class CompileRequest:

@@ -10,21 +10,63 @@ May import: nothing from jitguard (the standard library only).
 # path; check functions take the parameter values positionally (``compile_guards(...,
 # arg_names=params)``), and ``forward`` turns them back into a call of a target with the
 # same signature (the artifact, or ``fn`` itself).
+#
+# [Note: The signature is the one Python binds with]
+# The parameters are those the interpreter binds a call of ``fn`` with, never what ``fn``
+# claims: a function's come from its code object (not ``__signature__``, not the function
+# ``__wrapped__`` points to: a ``functools.wraps`` wrapper taking ``*args, **kwargs`` gets
+# exactly its own arguments, so it is called with the arguments as given); a bound method's
+# are its function's without the first; a ``functools.partial``'s are its function's less
+# what the partial binds. Other callables (classes, callable objects, builtins) go through
+# ``inspect.signature(fn, follow_wrapped=False)``.
+#
+# [Note: Defaults are read at call time]
+# ``f.__defaults__``, ``f.__kwdefaults__`` (rebound or changed in place) and a partial's
+# ``keywords`` may change after ``specialize``; Python reads them on every call, and so
+# does the dispatcher. In the generated header every parameter that has a default gets the
+# sentinel ``DEFAULT``, and the generated code's first lines (``Signature.fill``) replace
+# a sentinel with the default as it is *now*: ``F.__defaults__[-1]``,
+# ``F.__kwdefaults__['k']``, ``P.keywords['k']`` (tried in that order for a partial's
+# parameter, then its function's default), or for other callables the default that
+# ``inspect`` reports now. A call that passes every argument pays one ``is`` test per
+# defaulted parameter. A default that was removed makes the call raise ``TypeError`` as
+# ``fn`` would; a default *added* to a parameter that had none is not seen (that call
+# raises ``TypeError``, as it did before the change). The default's value is then a
+# parameter value like any other: guarded by the argument rules, so a changed default is
+# a miss, never a stale hit.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import linecache
+import types
 import weakref
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
-__all__ = ["Signature", "internal_prefix", "register_source"]
+__all__ = ["DEFAULT", "Signature", "internal_prefix", "register_source"]
 
 _P = inspect.Parameter
 _counter = itertools.count()
+_CO_VARARGS = inspect.CO_VARARGS
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+
+
+class _Default:
+    """The value a generated header gives a parameter that has a default: the dispatcher
+    replaces it with the default as it is at call time ([Note: Defaults are read at call
+    time])."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<the default, read at call time>"
+
+
+DEFAULT: Any = _Default()
 
 
 def internal_prefix(names: tuple[str, ...]) -> str:
@@ -45,38 +87,152 @@ def register_source(text: str, what: str, owner: Any = None) -> str:
     return filename
 
 
+# ---- the parameters Python binds with ------------------------------------------------------
+
+
+class Param(NamedTuple):
+    """One parameter. ``reads``: where its default is read at call time, tried in order (an
+    ``(object, how, key)`` triple: ``obj.__defaults__[key]``, ``obj.__kwdefaults__[key]``,
+    ``obj.keywords[key]``, or ``"inspect"``: the default ``inspect`` reports now); empty
+    when it has no default."""
+
+    name: str
+    kind: Any  # an inspect.Parameter kind
+    reads: tuple[tuple[Any, str, Any], ...] = ()
+
+
+def _from_code(fn: types.FunctionType) -> list[Param]:
+    """A function's parameters from its code object, defaults from the function."""
+    code = fn.__code__
+    names = code.co_varnames
+    npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    defaults = fn.__defaults__ or ()
+    kwdefaults = fn.__kwdefaults__ or {}
+    out: list[Param] = []
+    first_default = npos - len(defaults)
+    reads: tuple[tuple[Any, str, Any], ...]
+    for i in range(npos):
+        kind = _P.POSITIONAL_ONLY if i < code.co_posonlyargcount else _P.POSITIONAL_OR_KEYWORD
+        reads = ((fn, "defaults", i - npos),) if i >= first_default else ()
+        out.append(Param(names[i], kind, reads))
+    at = npos + nkw
+    if code.co_flags & _CO_VARARGS:
+        out.append(Param(names[at], _P.VAR_POSITIONAL))
+        at += 1
+    for name in names[npos:npos + nkw]:
+        reads = ((fn, "kwdefaults", name),) if name in kwdefaults else ()
+        out.append(Param(name, _P.KEYWORD_ONLY, reads))
+    if code.co_flags & _CO_VARKEYWORDS:
+        out.append(Param(names[at], _P.VAR_KEYWORD))
+    return out
+
+
+def _drop_first(params: list[Param]) -> list[Param]:
+    """The parameters of a callable bound to one positional argument (a bound method)."""
+    if params and params[0].kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD):
+        return params[1:]
+    return params  # the bound object goes into *args (or the call fails, as Python's would)
+
+
+def _of_partial(p: functools.partial[Any]) -> list[Param]:
+    """A partial's parameters: the shape ``inspect`` gives it, each default read first from
+    the partial's ``keywords``, then where its function reads it."""
+    inner = {q.name: q for q in parameters(p.func)}
+    out = []
+    for q in inspect.signature(p, follow_wrapped=False).parameters.values():
+        reads: tuple[tuple[Any, str, Any], ...] = ()
+        if q.default is not _P.empty:
+            own = inner.get(q.name)
+            reads = ((p, "keywords", q.name), *(own.reads if own is not None else ()))
+        out.append(Param(q.name, q.kind, reads))
+    return out
+
+
+def parameters(fn: Callable[..., Any]) -> list[Param]:
+    """The parameters Python binds a call of ``fn`` with ([Note: The signature is the one
+    Python binds with])."""
+    tp = type(fn)
+    if tp is types.FunctionType:
+        return _from_code(fn)  # type: ignore[arg-type]
+    if tp is types.MethodType:
+        return _drop_first(parameters(fn.__func__))  # type: ignore[attr-defined]
+    if tp is functools.partial:
+        return _of_partial(fn)  # type: ignore[arg-type]
+    sig = inspect.signature(fn, follow_wrapped=False)
+    return [
+        Param(q.name, q.kind, ((fn, "inspect", q.name),) if q.default is not _P.empty else ())
+        for q in sig.parameters.values()
+    ]
+
+
+def _current_default(fn: Any, name: str) -> Any:
+    """The default ``inspect`` reports now for parameter ``name`` of ``fn`` (the slow read,
+    for callables that are not functions, methods or partials)."""
+    try:
+        param = inspect.signature(fn, follow_wrapped=False).parameters.get(name)
+    except (TypeError, ValueError):
+        param = None
+    if param is None or param.default is _P.empty:
+        raise LookupError(name)
+    return param.default
+
+
+def _is_method_body(fn: Any) -> bool:
+    """``fn`` is a function defined in a class body (``C.m``, ``f.<locals>.C.m``)."""
+    if type(fn) is not types.FunctionType:
+        return False
+    owner = fn.__qualname__.rpartition(".")[0]
+    return bool(owner) and not owner.endswith("<locals>")
+
+
+# ---- the signature and its generated code ---------------------------------------------------
+
+
 class Signature:
     """The parameters of ``fn`` and the generated code that handles calls of it.
 
     ``params`` are the parameter names in order (the check functions' ``arg_names``);
-    ``header`` is the parameter list for a generated ``def`` (defaults refer to names in
-    ``namespace``, which a generated function's globals must include); ``values`` is the text
-    passing the parameters' values positionally; ``call`` the text calling a target with the
-    same arguments (``a, b, *args, c=c, **kw``).
+    ``header`` is the parameter list for a generated ``def`` (a parameter with a default
+    defaults to ``DEFAULT``; names refer to ``namespace``, which a generated function's
+    globals must include); ``fill`` is the code a generated function with that header runs
+    first, replacing ``DEFAULT`` by the current default ([Note: Defaults are read at call
+    time]); ``values`` is the text passing the parameters' values positionally; ``call`` the
+    text calling a target with the same arguments (``a, b, *args, c=c, **kw``).
+    ``receiver`` names the parameter that receives the instance when ``fn`` is a method
+    (the first parameter of a function defined in a class body, or one named ``self``), or
+    is None.
     """
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         try:
-            sig = inspect.signature(fn)
+            params = parameters(fn)
         except (TypeError, ValueError) as e:
             raise TypeError(f"cannot specialize {fn!r}: it has no Python signature ({e})") from e
-        parameters = list(sig.parameters.values())
-        self.params: tuple[str, ...] = tuple(p.name for p in parameters)
-        self.prefix = internal_prefix(self.params)
-        self.namespace: dict[str, Any] = {}
+        # Python names a function by its qualified name in binding errors (``C.m() missing``).
+        name = getattr(fn, "__qualname__", None)
+        self.fn_name: str = name if isinstance(name, str) else type(fn).__name__
+        self.params: tuple[str, ...] = tuple(p.name for p in params)
+        self.prefix = p_ = internal_prefix(self.params)
+        self.namespace: dict[str, Any] = {f"{p_}DEFAULT": DEFAULT, f"{p_}missing": self._missing,
+                                          f"{p_}Exception": Exception}
         self.var_positional: Optional[str] = None
         self.var_keyword: Optional[str] = None
         self.positional: tuple[str, ...] = tuple(
-            p.name for p in parameters if p.kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD)
+            p.name for p in params if p.kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD)
         )
         self.keyword_only: tuple[str, ...] = tuple(
-            p.name for p in parameters if p.kind is _P.KEYWORD_ONLY
+            p.name for p in params if p.kind is _P.KEYWORD_ONLY
         )
+        self.receiver: Optional[str] = None
+        if self.positional and (_is_method_body(fn) or self.positional[0] == "self"):
+            self.receiver = self.positional[0]
+        self.defaulted: tuple[str, ...] = tuple(p.name for p in params if p.reads)
         header: list[str] = []
         call: list[str] = []
+        fill: list[str] = []
         saw_pos_only = False
         star_written = False
-        for i, p in enumerate(parameters):
+        for p in params:
             if p.kind is not _P.POSITIONAL_ONLY and saw_pos_only:
                 header.append("/")
                 saw_pos_only = False
@@ -84,10 +240,10 @@ class Signature:
                 header.append("*")
                 star_written = True
             text = p.name
-            if p.default is not _P.empty:
-                dname = f"{self.prefix}d{i}"
-                self.namespace[dname] = p.default
-                text += f"={dname}"
+            if p.reads:
+                text += f"={p_}DEFAULT"
+                fill.append(f"    if {p.name} is {p_}DEFAULT:\n")
+                fill.extend(self._read(p, 0, "        "))
             if p.kind is _P.POSITIONAL_ONLY:
                 saw_pos_only = True
                 call.append(p.name)
@@ -108,19 +264,48 @@ class Signature:
         if saw_pos_only:
             header.append("/")
         self.header = ", ".join(header)
+        self.fill = "".join(fill)
         self.call = ", ".join(call)
         self.values = ", ".join(self.params)
-        t = f"{self.prefix}t"
+        t = f"{p_}t"
         source = (
-            f"def {self.prefix}forward({t}{', ' if self.params else ''}{self.values}):\n"
+            f"def {p_}forward({t}{', ' if self.params else ''}{self.values}):\n"
             f"    return {t}({self.call})\n"
-            f"def {self.prefix}bind({self.header}):\n"
+            f"def {p_}bind({self.header}):\n{self.fill}"
             f"    return ({self.values}{',' if len(self.params) == 1 else ''})\n"
         )
         ns = dict(self.namespace)
         exec(compile(source, register_source(source, "signature", self), "exec"), ns)
-        self.forward: Callable[..., Any] = ns[f"{self.prefix}forward"]
-        self._bind: Callable[..., tuple[Any, ...]] = ns[f"{self.prefix}bind"]
+        self.forward: Callable[..., Any] = ns[f"{p_}forward"]
+        self._bind: Callable[..., tuple[Any, ...]] = ns[f"{p_}bind"]
+        self._bind.__qualname__ = self.fn_name
+
+    def _read(self, p: Param, n: int, indent: str) -> list[str]:
+        """Lines that set ``p`` to its current default from ``p.reads[n:]`` (nested ``try``s,
+        the innermost raising the ``TypeError`` Python would)."""
+        if n == len(p.reads):
+            return [f"{indent}{self.prefix}missing({p.name!r})\n"]
+        obj, how, key = p.reads[n]
+        holder = f"{self.prefix}h{len(self.namespace)}"
+        self.namespace[holder] = obj
+        expr = {
+            "defaults": f"{holder}.__defaults__[{key!r}]",
+            "kwdefaults": f"{holder}.__kwdefaults__[{key!r}]",
+            "keywords": f"{holder}.keywords[{key!r}]",
+        }.get(how)
+        if expr is None:  # "inspect": the slow read, for other callables
+            self.namespace[holder] = functools.partial(_current_default, obj, key)
+            expr = f"{holder}()"
+        return [
+            f"{indent}try:\n",
+            f"{indent}    {p.name} = {expr}\n",
+            f"{indent}except {self.prefix}Exception:\n",
+            *self._read(p, n + 1, indent + "    "),
+        ]
+
+    def _missing(self, name: str) -> Any:
+        kind = "keyword-only " if name in self.keyword_only else "positional "
+        raise TypeError(f"{self.fn_name}() missing 1 required {kind}argument: {name!r}")
 
     def bind(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """The parameter values of a call ``fn(*args, **kwargs)`` (``TypeError`` as fn would

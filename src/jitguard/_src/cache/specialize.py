@@ -426,6 +426,11 @@ def specialize(
     ``policy``: the argument rules (default: ``register_arg_rule``'s). ``global_state``:
     guard the registered global states. The returned function's ``cache`` attribute is its
     ``FunctionCache``.
+
+    A ``staticmethod`` or ``classmethod`` gives the same kind of descriptor around the
+    specialized function, so ``@specialize`` may sit above either in a class body. A
+    function defined in a class body is a method: its first parameter (``self``) is guarded
+    by type, not identity ([Note: Argument rules]).
     """
     options: dict[str, Any] = dict(
         compiler=compiler, recompile_limit=recompile_limit, on_limit=on_limit,
@@ -434,13 +439,25 @@ def specialize(
         max_restarts=max_restarts,
     )
     if fn is None:
-        return lambda f: FunctionCache(f, **options).function
+        return lambda f: _specialize(f, options)
+    return _specialize(fn, options)
+
+
+def _specialize(fn: Any, options: dict[str, Any]) -> Any:
+    if type(fn) is staticmethod:
+        cache = FunctionCache(fn.__func__, **options)
+        cache.signature.receiver = None  # a static method receives no instance
+        return staticmethod(cache.function)
+    if type(fn) is classmethod:
+        return classmethod(FunctionCache(fn.__func__, **options).function)
     return FunctionCache(fn, **options).function
 
 
 def cache_of(specialized: Union[Callable[..., Any], Any]) -> FunctionCache:
     """The ``FunctionCache`` behind a function returned by ``specialize`` (also through a
     bound method)."""
+    if type(specialized) is staticmethod or type(specialized) is classmethod:  # a class __dict__
+        specialized = specialized.__func__
     cache = getattr(specialized, "cache", None)
     if not isinstance(cache, FunctionCache):
         raise TypeError(f"{specialized!r} is not a function returned by jitguard.specialize")

@@ -3,6 +3,9 @@ or when recompiling is forbidden.
 
 May import: errors, cache.reasons.
 
+``RecompileError``, ``RecompileLimitError`` and ``RecompileLimitWarning`` live in ``errors``
+(imported here under their old names too).
+
 # [Note: Recompile limits]
 # A function may compile ``recompile_limit`` entries (default 8; entries later dropped
 # because an object died still count, so a function fed fresh objects cannot compile
@@ -25,7 +28,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Literal, Optional
 
-from ..errors import JitGuardError
+from ..errors import RecompileError, RecompileLimitError, RecompileLimitWarning
 from .reasons import EntryFailures, RecompileRecord, format_recompile, log
 
 __all__ = [
@@ -40,23 +43,6 @@ __all__ = [
 ]
 
 OnLimit = Literal["fallback", "raise"]
-
-
-class RecompileError(JitGuardError, RuntimeError):
-    """A specialized function would have recompiled where recompiling is forbidden.
-    ``record`` holds the reasons (``record.reasons()``)."""
-
-    def __init__(self, message: str, record: RecompileRecord) -> None:
-        super().__init__(message)
-        self.record = record
-
-
-class RecompileLimitError(RecompileError):
-    """A specialized function reached its recompile limit with ``on_limit="raise"``."""
-
-
-class RecompileLimitWarning(UserWarning):
-    """A specialized function reached its recompile limit and now runs uncompiled on a miss."""
 
 
 def check_on_limit(on_limit: str) -> OnLimit:

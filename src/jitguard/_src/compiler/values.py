@@ -27,6 +27,9 @@ from typing import Any
 __all__ = ["Ident", "describe_ident", "is_long_lived", "show", "type_name"]
 
 _SCALARS = (int, float, complex, str, bytes, bool, type(None))
+# Membership by identity: ``type(v) in _SCALARS`` would call a metaclass ``__eq__``.
+_SCALAR_IDS = frozenset(id(t) for t in _SCALARS)
+_SEQUENCE_IDS = frozenset(id(t) for t in (tuple, list, frozenset))
 _BUILTIN_IDS = frozenset(id(v) for v in vars(builtins).values())
 
 
@@ -63,9 +66,9 @@ def is_long_lived(obj: Any) -> bool:
 def show(value: Any, limit: int = 80) -> str:
     """Text for a value in a failure reason, never running user code: ``repr`` for builtin
     scalars and small containers of them, else ``<TypeName object>``."""
-    if type(value) in _SCALARS or (
-        type(value) in (tuple, list, frozenset) and len(value) <= 16
-        and all(type(v) in _SCALARS for v in value)
+    if id(type(value)) in _SCALAR_IDS or (
+        id(type(value)) in _SEQUENCE_IDS and len(value) <= 16
+        and all(id(type(v)) in _SCALAR_IDS for v in value)
     ):
         text = repr(value)
         return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -156,6 +159,6 @@ def describe_ident(ident: Ident) -> str:
             return f"<function {getattr(obj, '__qualname__', '?')}>"
     except Exception:
         pass
-    if type(obj) in _SCALARS:
+    if id(type(obj)) in _SCALAR_IDS:
         return show(obj)
     return f"<{ident.type_name} object at {hex(ident.id)}>"

@@ -34,7 +34,8 @@ __all__ = [
     "write_function",
 ]
 
-_SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
+# By identity: hashing or comparing a type runs its metaclass ``__hash__``/``__eq__``.
+_SCALAR_IDS = frozenset(id(t) for t in (int, float, complex, str, bytes, bool, type(None)))
 # Every check function (and chunk) is compiled as ``def ___check(...)`` and renamed, so that
 # its code text does not depend on its name ([Note: Compiled-code reuse]).
 CODE_NAME = "___check"
@@ -78,7 +79,7 @@ class Namespace(EmitContext):
         # short strs are cached objects), would make the code text depend on which values
         # happen to coincide, and defeat [Note: Compiled-code reuse]. Other objects (a
         # function, the globals dict) are shared by identity.
-        if type(obj) in _SCALARS or not self._share:
+        if id(type(obj)) in _SCALAR_IDS or not self._share:
             prefix = self._prefixes.get(hint)
             name = f"{prefix}{next(self._n)}" if prefix is not None else self._name(hint)
             self.ns[name] = obj
