@@ -9,7 +9,6 @@ from ._src.cache.entry import register_specificity as register_specificity
 from ._src.cache.explain import Explanation as Explanation
 from ._src.cache.explain import explain as explain
 from ._src.cache.observe import CompileInfo as CompileInfo
-from ._src.cache.observe import LargeGuardSetWarning as LargeGuardSetWarning
 from ._src.cache.policy import ArgContext as ArgContext
 from ._src.cache.policy import ArgPolicy as ArgPolicy
 from ._src.cache.policy import ArgRule as ArgRule
@@ -58,6 +57,7 @@ from ._src.errors import GuardCompileError as GuardCompileError
 from ._src.errors import GuardKindError as GuardKindError
 from ._src.errors import InvalidCompileIdError as InvalidCompileIdError
 from ._src.errors import JitGuardError as JitGuardError
+from ._src.errors import LargeGuardSetWarning as LargeGuardSetWarning
 from ._src.errors import NoCompileContextError as NoCompileContextError
 from ._src.errors import NoTracingContextError as NoTracingContextError
 from ._src.errors import RecompileError as RecompileError

@@ -2,7 +2,7 @@
 ``compile``/``guards``/``dispatch`` logs, the structured trace events, and the warning for
 a guard set that grew too large.
 
-May import: config, integrations, structured, ids, guards, compiler.*, cache.entry.
+May import: config, errors, integrations, structured, ids, guards, compiler.*, cache.entry.
 
 # [Note: Compile events]
 # ``FunctionCache`` (so ``specialize`` and everything built on it, ``jitguard.torch.compile``
@@ -54,6 +54,7 @@ from typing import Any, Optional
 from .. import structured
 from ..compiler.builder import Leaf
 from ..config import config
+from ..errors import LargeGuardSetWarning
 from ..guards import ChainedSource, Source
 from ..ids import CompileId
 from ..integrations import ensure_loaded
@@ -62,7 +63,6 @@ from .entry import CacheEntry
 __all__ = [
     "CompileInfo",
     "CompileLog",
-    "LargeGuardSetWarning",
     "guard_report",
     "heaviest_source",
     "leaf_key",
@@ -77,11 +77,6 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../ji
 _PKG_ROOT = os.path.dirname(_PKG_DIR)  # .../jitguard
 _SLOW_CHECK_NS = 1_000_000
 _MORE_CALLS = 9
-
-
-class LargeGuardSetWarning(UserWarning):
-    """A compile made more checks than ``jitguard.config.large_guard_set``: every call that
-    reaches the entry runs them all. See [Note: Large guard sets]."""
 
 
 @dataclasses.dataclass(frozen=True)
