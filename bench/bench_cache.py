@@ -16,6 +16,17 @@ Scenarios.
       per int value), when the hit entry is the newest (the same value every call) and when
       it is the least recently used (the calls cycle through every value, so each call's
       entry is the one used longest ago). Target: 512 entries within 1.5x of 1 entry.
+  (s10, s1000, s10000) Scale: ``f(n)`` specialized on every value
+      (``recompile_limit=None, automatic_dynamic=False``, the identity compiler) built up to
+      10, 1,000 and 10,000 entries. For each: time per miss (one more entry; median of single
+      timed misses, each on a cache of that size: rebuilt for 10, growing by at most 1% for
+      the others), bytes per entry (tracemalloc, growth from 1 entry to N over N - 1; with
+      ``--quick`` measured up to 1,000 entries and the 10,000 row reuses that figure's
+      method on its own build), and hit time (a call of an existing value, against a
+      1-entry cache, alternated). Targets: a miss at 10,000 within 1.5x of at 10 and under
+      0.3 ms; at most 8 KB per entry; a hit at 10,000 within 1.2x of at 1.
+  (lru) For information: a hit of ``specialize(maxsize=512)`` (it stamps each hit for
+      least-recently-used eviction) against lru_cache(maxsize=512).
   (dyn) For information: a hit on a dynamic entry (``type(n) is int``, reached when the
       value is not one of the static entries' values: one residual check runs).
 Timing: each repetition times every compared variant in ``timeit`` batches of about 5 ms
@@ -25,7 +36,7 @@ and keeps each variant's best batch; figures are medians over 41 repetitions (15
 scenarios time a loop over 512 precomputed values, reported per call. The machine is shared
 and noisy: read medians and ratios, not single figures.
 
-For scale (bench/torch_baseline.py, torch 2.13 on this kind of machine): torch.compile pays
+For scale (bench/bench_torch.py, torch 2.13 on this kind of machine): torch.compile pays
 about 21 us of wrapper overhead per hit and about 1-1.4 us per failing entry it walks past.
 """
 
@@ -33,11 +44,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import platform
 import sys
 import time
 import timeit
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +63,11 @@ LRU_TARGET = 2.0
 ENTRIES_TARGET = 1.5
 ENTRY_COUNTS = (1, 8, 64, 512)
 LOOP = 512  # values per timed loop in the entry scenarios
+SCALE_SIZES = (10, 1_000, 10_000)
+MISS_RATIO_TARGET = 1.5
+MISS_MS_TARGET = 0.3
+BYTES_TARGET = 8 * 1024
+SCALE_HIT_TARGET = 1.2
 
 
 def time_alternating(
@@ -188,6 +206,113 @@ def scenario_dynamic(reps: int, batch_s: float) -> dict[str, Any]:
     }
 
 
+# ---- scenario s: scale ---------------------------------------------------------------------
+
+
+def _scale_body(n: int) -> int:
+    return n
+
+
+def _scaled(count: int, *, trace: bool = False) -> tuple[Callable[..., Any], float]:
+    """A cache of ``count`` entries (values 0..count-1); with ``trace``, the bytes per entry
+    that tracemalloc saw between the first entry and the last."""
+    spec = specialize(_scale_body, recompile_limit=None, automatic_dynamic=False)
+    per_entry = float("nan")
+    if trace:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            spec(0)
+            gc.collect()
+            before = tracemalloc.get_traced_memory()[0]
+            for v in range(1, count):
+                spec(v)
+            gc.collect()
+            per_entry = (tracemalloc.get_traced_memory()[0] - before) / max(1, count - 1)
+        finally:
+            tracemalloc.stop()
+    else:
+        for v in range(count):
+            spec(v)
+    assert cache_of(spec).stats().entries == count
+    return spec, per_entry
+
+
+def _time_one_miss(spec: Callable[..., Any], value: int) -> float:
+    t0 = time.perf_counter()
+    spec(value)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def scenario_scale(reps: int, batch_s: float, quick: bool) -> dict[str, Any]:
+    misses = 15 if quick else 41
+    caches: dict[int, Callable[..., Any]] = {}
+    out: dict[str, Any] = {}
+    for count in SCALE_SIZES:
+        trace = not quick or count <= 1_000
+        t0 = time.perf_counter()
+        spec, per_entry = _scaled(count, trace=trace)
+        build_s = time.perf_counter() - t0
+        if count <= 100:  # a fresh cache of that size for each timed miss
+            times = []
+            for _ in range(misses):
+                fresh, _ = _scaled(count)
+                times.append(_time_one_miss(fresh, count))
+        else:
+            times = [_time_one_miss(spec, 10**7 + i) for i in range(misses)]
+        caches[count] = spec
+        out[f"s{count}"] = {
+            "title": f"{count:,} entries",
+            "entries": count,
+            "miss_ms": round(median(times), 4),
+            "miss_min_ms": round(min(times), 4),
+            "bytes_per_entry": None if per_entry != per_entry else round(per_entry),
+            "build_s": round(build_s, 2),
+            "traced": trace,
+        }
+    one, _ = _scaled(1)
+    g: dict[str, Any] = {"one": one, **{f"c{c}": caches[c] for c in SCALE_SIZES}}
+    hit_value = {c: c // 2 for c in SCALE_SIZES}
+    stmts = {"one": ("one(0)", g)}
+    stmts.update({f"c{c}": (f"c{c}({hit_value[c]})", g) for c in SCALE_SIZES})
+    hits = time_alternating(stmts, reps, batch_s)
+    base_miss = out[f"s{SCALE_SIZES[0]}"]["miss_ms"]
+    for count in SCALE_SIZES:
+        r = out[f"s{count}"]
+        ratios = [t / b for t, b in zip(hits[f"c{count}"], hits["one"], strict=True)]
+        r["hit_ns"] = round(median(hits[f"c{count}"]), 1)
+        r["hit_ratio_vs_1"] = round(median(ratios), 3)
+        r["miss_ratio_vs_10"] = round(r["miss_ms"] / base_miss, 3)
+        r["meets_target"] = (
+            r["miss_ratio_vs_10"] <= MISS_RATIO_TARGET and r["miss_ms"] <= MISS_MS_TARGET
+            and (r["bytes_per_entry"] is None or r["bytes_per_entry"] <= BYTES_TARGET)
+            and r["hit_ratio_vs_1"] <= SCALE_HIT_TARGET
+        )
+        assert cache_of(caches[count]).stats().entries >= count, "entries were lost"
+    out["one_hit_ns"] = round(median(hits["one"]), 1)
+    return out
+
+
+def scenario_lru(reps: int, batch_s: float) -> dict[str, Any]:
+    body = _scale_body
+    spec = specialize(body, maxsize=512, automatic_dynamic=False)
+    lru = functools.lru_cache(maxsize=512)(body)
+    for v in range(512):
+        spec(v), lru(v)
+    g = {"spec": spec, "lru": lru, "body": body}
+    times = time_alternating({k: (f"{k}(7)", g) for k in ("body", "spec", "lru")}, reps, batch_s)
+    overhead = [s - b for s, b in zip(times["spec"], times["body"], strict=True)]
+    ratios = [o / lr for o, lr in zip(overhead, times["lru"], strict=True)]
+    assert cache_of(spec).stats().evictions == 0
+    return {
+        "title": "maxsize=512: hit overhead vs lru_cache(maxsize=512)",
+        "hit_ns": round(median(times["spec"]), 1),
+        "overhead_ns": round(median(overhead), 1),
+        "lru_cache_ns": round(median(times["lru"]), 1),
+        "ratio": round(median(ratios), 3),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer, shorter repetitions")
@@ -234,6 +359,28 @@ def main(argv: list[str] | None = None) -> int:
     print("setup (compiling the entries, with their recompile reasons): "
           + ", ".join(f"{c}: {entries[f'e{c}_newest']['setup_s']:.2f} s" for c in ENTRY_COUNTS))
     print()
+    print(f"scale targets: miss at 10,000 within {MISS_RATIO_TARGET}x of at 10 and under "
+          f"{MISS_MS_TARGET} ms; <= {BYTES_TARGET} bytes per entry; hit at 10,000 within "
+          f"{SCALE_HIT_TARGET}x of at 1")
+    header = (f"{'scenario':<22}{'miss_ms':>9}{'min':>8}{'vs 10':>7}{'bytes/entry':>13}"
+              f"{'hit_ns':>8}{'vs 1':>7}{'build_s':>9}  target")
+    print(header)
+    print("-" * len(header))
+    scale = scenario_scale(reps, batch_s, ns.quick)
+    for count in SCALE_SIZES:
+        r = scale[f"s{count}"]
+        results[f"s{count}"] = r
+        per = "-" if r["bytes_per_entry"] is None else f"{r['bytes_per_entry']:,}"
+        print(f"(s{count}) {r['title']:<{16 - len(str(count))}}{r['miss_ms']:>9.3f}"
+              f"{r['miss_min_ms']:>8.3f}{r['miss_ratio_vs_10']:>7.2f}{per:>13}"
+              f"{r['hit_ns']:>8.0f}{r['hit_ratio_vs_1']:>7.2f}{r['build_s']:>9.2f}  "
+              f"{'ok' if r['meets_target'] else 'MISSED'}", flush=True)
+    print(f"(1 entry: hit {scale['one_hit_ns']:.0f} ns)")
+    print()
+    lr = scenario_lru(reps, batch_s)
+    results["lru"] = lr
+    print(f"(lru) {lr['title']}: hit {lr['hit_ns']:.0f} ns, overhead {lr['overhead_ns']:.0f} ns, "
+          f"lru_cache {lr['lru_cache_ns']:.0f} ns, ratio {lr['ratio']:.2f}")
     d = scenario_dynamic(reps, batch_s)
     results["dyn"] = d
     print(f"(dyn) {d['title']}: hit {d['hit_ns']:.0f} ns, artifact {d['artifact_ns']:.0f} ns, "

@@ -164,3 +164,62 @@ def test_snapshot_buckets_merge_linear_entries_in_rank_order() -> None:
     assert list(snap.buckets.values()) == [(keyed, linear)]
     assert snap.candidates((5, 0, 0)) == (linear,)
     assert "1 keys" in repr(snap)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(entry_spec, min_size=2, max_size=12), st.lists(call, min_size=1, max_size=8),
+       st.data())
+def test_in_place_updates_equal_linear_walk(specs: Any, calls: Any, data: Any) -> None:
+    """Entries added one at a time with Snapshot.insert (a rebuild where it refuses) and
+    evicted with Snapshot.discard: after every step the generated dispatcher and the
+    snapshot answer what a careful linear walk over the live entries answers."""
+    holder: dict[str, Any] = {}
+
+    def miss(*values: Any) -> Any:
+        return ("miss", seq_of(holder["snap"].lookup(values)))
+
+    entries = [build_entry(spec, i, miss) for i, spec in enumerate(specs)]
+    disp = Dispatcher(Signature(lambda a, b, c: None), "f", miss)
+    live: list[CacheEntry] = []
+
+    def rebuild() -> None:
+        ranked = sorted(live, key=lambda e: e.rank)
+        keycode = disp.keycode(compute_layout(ranked, choose_dims(ranked)))
+        holder["snap"] = build_snapshot(ranked, keycode)
+        disp.install(keycode, holder["snap"].index)
+
+    first = data.draw(st.integers(1, len(entries)))
+    live.extend(entries[:first])
+    rebuild()
+    steps = [("add", e) for e in entries[first:]]
+    steps += [("evict", e) for e in entries if data.draw(st.booleans())]
+    order = data.draw(st.permutations(range(len(steps))))
+    for i in order:
+        what, entry = steps[i]
+        if what == "add" and entry not in live and entry.valid:
+            live.append(entry)
+            if not holder["snap"].insert(entry):
+                rebuild()
+        elif what == "evict" and entry in live:
+            live.remove(entry)
+            entry.evict("test")
+            if not holder["snap"].discard(entry):
+                rebuild()
+        for c in calls:
+            values = tuple(POOL[k] for k in c)
+            expected = seq_of(linear_lookup(live, values))
+            assert seq_of(holder["snap"].lookup(values)) == expected
+            got = disp.function(*values)
+            assert (got[1] if isinstance(got, tuple) else got) == expected, (what, values)
+        assert sorted(map(id, holder["snap"].entries)) == sorted(map(id, live))
+
+
+def test_closest_entries_are_the_key_then_the_most_specific() -> None:
+    """closest() takes the call's key candidates first, then the top-ranked others, and
+    counts the rest."""
+    entries = [build_entry(((v % 3, 0), (8, 0), (8, 2)), v) for v in range(12)]
+    _, snap = run_dispatcher(entries, (Dim(0, "a", "value"), Dim(1, "b", "value")))
+    covered, rest = snap.closest((2, "x", None), 3)
+    assert len(covered) == 3 and rest == 9
+    assert covered == sorted(covered, key=lambda e: e.rank)
+    assert covered[0] is entries[2]  # shares the key (a == 2, b == "x")

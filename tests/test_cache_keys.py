@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from jitguard import CompileId, GuardBuilder, LocalSource, compile_guards
 from jitguard._src.cache.dispatch import build_snapshot, choose_dims
 from jitguard._src.cache.entry import CacheEntry
@@ -13,7 +15,6 @@ from jitguard._src.cache.keys import (
     Dispatcher,
     Layout,
     compute_layout,
-    empty_index,
 )
 from jitguard._src.cache.signature import Signature
 
@@ -105,14 +106,15 @@ def test_layout_change_swaps_code_and_retires_old_index() -> None:
     """A new layout swaps the function's code; the old index always misses."""
     disp = Dispatcher(Signature(f2), "f2", lambda *v: "miss")
     fn = disp.function
-    first = disp._current
-    assert first is not None and fn(1, 2) == "miss"
+    first_source, first_generation = disp.source, disp.generation
+    assert fn(1, 2) == "miss"
     entries = entries_for([{"a": 1, "b": 2}], {"a": GB.EQUALS_MATCH, "b": GB.EQUALS_MATCH})
     keycode = disp.keycode(compute_layout(entries, choose_dims(entries)))
     snap = build_snapshot(entries, keycode)
     disp.install(keycode, snap.index)
     assert disp.function is fn and fn(1, 2) == 0
-    assert disp.ns[first.index_name] == empty_index()
+    assert disp.generation == first_generation + 1 and disp.source != first_source
+    assert fn(1, 3) == "miss"  # the old generation's index now always misses
     assert fn.__code__.co_name == "f2"
 
 
@@ -147,3 +149,25 @@ def test_unhashable_value_misses() -> None:
     """An unhashable argument where values are keyed goes to the miss path."""
     disp, _ = published([{"a": 1, "b": 2}], {"a": GB.EQUALS_MATCH, "b": GB.EQUALS_MATCH}, f2)
     assert disp.function(1, [2]) == "miss"
+
+
+def test_dispatcher_source_is_public_commented_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """cache.dispatcher.source is the generated text, every line of the function commented,
+    registered in linecache and logged at DEBUG when generated."""
+    import linecache
+    import logging
+
+    from jitguard import cache_of, specialize
+
+    with caplog.at_level(logging.DEBUG, logger="jitguard.codegen"):
+        f = specialize(lambda n: n, automatic_dynamic=False)
+        f(1), f(2)
+    disp = cache_of(f).dispatcher
+    text = disp.source
+    body = text.split("\ndef ")[0].splitlines()
+    commented = [line for line in text.splitlines() if "  # " in line]
+    assert body[0].startswith("def ") and "dims [n:value]" in body[0]
+    assert len(commented) == len(text.splitlines())
+    assert "# call the entry's artifact" in text
+    assert "".join(linecache.getlines(disp.filename)) == text
+    assert any(text in r.getMessage() for r in caplog.records if r.name == "jitguard.codegen")

@@ -113,3 +113,102 @@ def test_explain_errors_do_not_break_the_call() -> None:
 
     (item,) = collect_failures([Broken()], (1,))  # type: ignore[list-item]
     assert item.failures[0].kind == "UNEXPLAINED" and "boom" in item.failures[0].reason
+
+
+def test_history_keeps_the_last_records_and_counts_all() -> None:
+    """history=K keeps the last K records; recompile_counts counts every one."""
+    f = specialize(lambda n: n, automatic_dynamic=False, recompile_limit=None, history=3)
+    for v in range(10):
+        f(v)
+    cache = cache_of(f)
+    assert len(cache.recompiles) == 3 and cache.recompile_counts == {"compiled": 9}
+    assert [r.compile_id for r in cache.recompiles] == cache.compile_ids()[-3:]
+    with pytest.raises(ValueError, match="history must be an int >= 0"):
+        specialize(lambda n: n, history=-1)
+
+
+def test_default_history_is_64() -> None:
+    """By default the last 64 recompiles are kept."""
+    f = specialize(lambda n: n, automatic_dynamic=False, recompile_limit=None)
+    for v in range(70):
+        f(v)
+    assert len(cache_of(f).recompiles) == 64
+    assert cache_of(f).recompile_counts["compiled"] == 69
+
+
+def test_reasons_cover_the_closest_entries_and_count_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With more entries than are explained, the reasons cover 8 and count the others."""
+    f = specialize(lambda n: n, automatic_dynamic=False, recompile_limit=None)
+    for v in range(20):
+        f(v)
+    with caplog.at_level(logging.INFO, logger="jitguard.recompiles"):
+        f(100)
+    record = cache_of(f).recompiles[-1]
+    assert len(record.entries) == 8 and record.unexplained == 12
+    assert all(line.endswith("failed: got 100") for line in record.reasons())
+    assert "(and 12 other entries, not explained)" in caplog.text
+    assert str(record).endswith("(and 12 other entries, not explained)")
+
+
+def test_reasons_are_explained_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no logger listening, a miss explains nothing; reading the reasons does, once."""
+    from jitguard._src.cache import reasons as reasons_module
+
+    calls = []
+    real = reasons_module.explain_entry
+
+    def counting(entry: Any, values: Any) -> Any:
+        calls.append(entry.compile_id)
+        return real(entry, values)
+
+    monkeypatch.setattr(reasons_module, "explain_entry", counting)
+    f = specialize(lambda n: n, automatic_dynamic=False, recompile_limit=None)
+    logging.getLogger("jitguard.recompiles").setLevel(logging.WARNING)
+    try:
+        for v in range(30):
+            f(v)
+    finally:
+        logging.getLogger("jitguard.recompiles").setLevel(logging.NOTSET)
+    assert calls == []
+    first = cache_of(f).reasons()
+    assert len(calls) == sum(min(8, i) for i in range(1, 30))
+    assert cache_of(f).reasons() == first and len(calls) == sum(min(8, i) for i in range(1, 30))
+    assert first[0].endswith("L['n'] == 0 failed: got 1")
+
+
+def test_values_that_may_change_are_explained_at_once() -> None:
+    """A list argument is explained at the miss, not kept: changing it later does not change
+    the reason, and the record holds no reference to it."""
+    import weakref
+
+    class Box:
+        pass
+
+    f = specialize(lambda xs, box: xs, automatic_dynamic=False)
+    xs = [1]
+    f(xs, Box())
+    xs.append(2)
+    box = Box()
+    f(xs, box)
+    xs.append(3)
+    (reason,) = [r for r in cache_of(f).reasons() if "L['xs']" in r]
+    assert reason.endswith("len(L['xs']) == 1 failed: got 2")
+    record = cache_of(f).recompiles[-1]
+    assert record.explained
+    ref = weakref.ref(box)
+    del box
+    import gc
+
+    gc.collect()
+    assert ref() is None
+
+
+def test_reasons_of_an_evicted_entry_say_so() -> None:
+    """A lazy record read after its entry was evicted says the entry is gone."""
+    f = specialize(lambda n: n, maxsize=1, automatic_dynamic=False)
+    f(1), f(2), f(3)
+    assert [line.split(": ", 1)[1] for line in cache_of(f).reasons()] == [
+        "(entry gone: not explained)", "(entry gone: not explained)"
+    ]

@@ -51,3 +51,16 @@ def test_cache_counters_sum_live_functions() -> None:
     assert after.hits - before.hits == 1
     assert after.misses - before.misses == 2
     assert after.compiles - before.compiles == 2
+
+
+def test_reading_counters_warns_nothing() -> None:
+    """Counters are read without any deprecated API (no DeprecationWarning on 3.12+)."""
+    import warnings
+
+    f = specialize(lambda n: n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(1), f(1), f(2)
+        s = f.cache.stats()
+        total = cache_counters()
+    assert (s.hits, s.misses, s.compiles) == (1, 2, 2) and total.misses >= 2

@@ -38,10 +38,27 @@ May import: cache.entry, cache.keys.
 # slot's residual matches its own key. An entry that dies kills its slots from the weakref
 # callback (residual ``never``, artifact a redirect to the miss path), before the dead
 # object's memory, and so its id, can be reused.
+
+# [Note: Updating a snapshot in place]
+# Rebuilding the whole index for every new entry would make a miss cost O(entries). So a
+# new entry that fits the current layout (same dims, the hoisted types, the type gates; a
+# new first candidate of a key in an exact layout is exact too) is added in place:
+# ``Snapshot.insert`` merges it into its key's candidates by rank, then stores the key's
+# followers, then (when it is the new first candidate) the key's slot: one dict store
+# each. A reader racing with these sees the old first candidate with the new followers or
+# the new one with the old followers: every slot it can reach sits under its own key, so
+# each residual still holds only where its entry's check holds, and a candidate seen twice
+# or missed only costs a trip to the careful path. ``Snapshot.discard`` takes an evicted
+# or dropped entry out the same way, after its slots are dead. Anything else (a new dim, a
+# linear entry, a type outside a gate, an exact layout that would stop being exact) builds
+# a new snapshot, as before; with more than ``RESCAN_BELOW`` entries the dims stay while new
+# entries have them all, so for a steady stream of entries of one shape that is rare, and a
+# miss costs O(log entries) in the index.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Hashable, Sequence
 from typing import Any, Optional
@@ -129,8 +146,15 @@ def choose_dims(
     return chosen
 
 
+def _rank(entry: CacheEntry) -> tuple[int, int]:
+    return entry.rank
+
+
 class Snapshot:
-    """The entries of a function at one moment, indexed. Never changed once built."""
+    """The entries of a function, indexed under one key layout. Built whole by
+    ``build_snapshot``; then, under the function's compile lock, ``insert`` and ``discard``
+    change it in place, one entry at a time, by single stores that a lock-free reader sees
+    in either order ([Note: Updating a snapshot in place])."""
 
     def __init__(
         self,
@@ -140,12 +164,21 @@ class Snapshot:
         linear: tuple[CacheEntry, ...],
         index: dict[Any, Any],
     ) -> None:
-        self.entries = entries
+        self._ranked = list(entries)
         self.keycode = keycode
         self.dims = keycode.dims
         self.buckets = buckets
         self.linear = linear
+        self._linear_ids = frozenset(map(id, linear))
         self.index = index
+
+    @property
+    def entries(self) -> tuple[CacheEntry, ...]:
+        """The entries, in rank order."""
+        return tuple(self._ranked)
+
+    def __len__(self) -> int:
+        return len(self._ranked)
 
     def candidates(self, values: tuple[Any, ...]) -> tuple[CacheEntry, ...]:
         """The entries that may accept these values, in rank order."""
@@ -163,17 +196,103 @@ class Snapshot:
                 return entry
         return None
 
+    def closest(self, values: tuple[Any, ...], limit: int) -> tuple[list[CacheEntry], int]:
+        """Up to ``limit`` entries closest to a call, in rank order: the candidates of its key,
+        then the most specific others; and how many entries are left out. Costs
+        O(``limit``), whatever the number of entries ([Note: Recompile reasons])."""
+        chosen: dict[int, CacheEntry] = {}
+        for entry in self.candidates(values):
+            if len(chosen) >= limit:
+                break
+            chosen[id(entry)] = entry
+        if len(chosen) < limit:
+            for entry in self._ranked[: limit + len(chosen)]:
+                if len(chosen) >= limit:
+                    break
+                chosen.setdefault(id(entry), entry)
+        out = sorted(chosen.values(), key=_rank)
+        return out, max(0, len(self._ranked) - len(out))
+
+    # ---- in place ----------------------------------------------------------------------
+    def _slots_of(self, bucket: Sequence[CacheEntry]) -> list[Slot]:
+        implied = frozenset(self.dims)
+        linear = self._linear_ids
+        return [e.slot(frozenset() if id(e) in linear else implied) for e in bucket]
+
+    def insert(self, entry: CacheEntry) -> bool:
+        """Add a new entry in place, when it fits the layout (it has every dim, the hoisted
+        types, the type gates, and an exact layout stays exact); else False, and nothing
+        changed: build a new snapshot. O(entries under its key + linear entries)."""
+        keycode = self.keycode
+        layout = keycode.layout
+        if not self.dims or not keycode.fits(entry):
+            return False
+        key = keycode.entry_key(entry)
+        if key is NOKEY:
+            return False
+        old = self.buckets.get(key)
+        base = old if old is not None else self.linear
+        pos = bisect.bisect(base, entry.rank, key=_rank)
+        if layout.exact and pos == 0 and not entry.exact_under(self.dims):
+            return False
+        merged = (*base[:pos], entry, *base[pos:])
+        slots = self._slots_of(merged)
+        if not layout.exact:
+            self.index[FOLLOWERS][key] = tuple(slots[1:])
+        if pos == 0:
+            keycode.store(self.index, key, slots[0])
+        self.buckets[key] = merged
+        bisect.insort(self._ranked, entry, key=_rank)
+        return True
+
+    def discard(self, entry: CacheEntry) -> bool:
+        """Take a keyed entry out in place (its slots must be dead already); False for a
+        linear entry or when its key's new first candidate would break an exact layout:
+        build a new snapshot. O(entries under its key + log entries)."""
+        keycode = self.keycode
+        if id(entry) in self._linear_ids or not self.dims:
+            return False
+        key = keycode.entry_key(entry)
+        bucket = self.buckets.get(key) if key is not NOKEY else None
+        if bucket is None:
+            return False
+        pos = next((i for i, e in enumerate(bucket) if e is entry), None)
+        if pos is None:
+            return False
+        rest = bucket[:pos] + bucket[pos + 1:]
+        keyed = [e for e in rest if id(e) not in self._linear_ids]
+        if not keyed:
+            keycode.remove(self.index, key)
+            if not keycode.layout.exact:
+                self.index[FOLLOWERS].pop(key, None)
+            del self.buckets[key]
+        else:
+            if keycode.layout.exact and pos == 0 and not rest[0].exact_under(self.dims):
+                return False
+            slots = self._slots_of(rest)
+            if pos == 0:
+                keycode.store(self.index, key, slots[0])
+            if not keycode.layout.exact:
+                self.index[FOLLOWERS][key] = tuple(slots[1:])
+            self.buckets[key] = rest
+        i = bisect.bisect_left(self._ranked, entry.rank, key=_rank)
+        if i < len(self._ranked) and self._ranked[i] is entry:
+            del self._ranked[i]
+        else:  # not where its rank says: it cannot be, but never leave it behind
+            self._ranked = [e for e in self._ranked if e is not entry]
+        return True
+
     def __repr__(self) -> str:
         dims = ", ".join(f"{d.param}:{d.fact}" for d in self.dims) or "none"
         return (
-            f"<Snapshot {len(self.entries)} entries, dims [{dims}], {len(self.buckets)} keys, "
+            f"<Snapshot {len(self._ranked)} entries, dims [{dims}], {len(self.buckets)} keys, "
             f"{len(self.linear)} linear>"
         )
 
 
 def build_snapshot(entries: Sequence[CacheEntry], keycode: KeyCode) -> Snapshot:
     """Index ``entries`` under ``keycode``'s layout (they are sorted into rank order here)."""
-    ranked = tuple(sorted((e for e in entries if e.valid), key=lambda e: e.rank))
+    ranked = tuple(sorted((e for e in entries if e.valid), key=_rank))
     dims = keycode.dims
     grouped: dict[Hashable, list[CacheEntry]] = {}
     linear: list[CacheEntry] = []
@@ -188,7 +307,7 @@ def build_snapshot(entries: Sequence[CacheEntry], keycode: KeyCode) -> Snapshot:
     index: dict[Any, Slot] = {}
     followers: dict[Any, tuple[Slot, ...]] = {}
     for key, group in grouped.items():
-        merged = tuple(heapq.merge(group, linear, key=lambda e: e.rank)) if linear else tuple(group)
+        merged = tuple(heapq.merge(group, linear, key=_rank)) if linear else tuple(group)
         buckets[key] = merged
         members = set(map(id, group))
         slots = [e.slot(implied if id(e) in members else frozenset()) for e in merged]

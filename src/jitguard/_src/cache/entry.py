@@ -46,6 +46,7 @@ from typing import Any, NamedTuple, Optional, Union
 from ..compiler import builtin_kinds as bk
 from ..compiler.builder import Leaf
 from ..compiler.check import CheckFunction
+from ..compiler.codecache import forget
 from ..compiler.kinds import GuardKind
 from ..guards import Guard, Source
 from ..ids import CompileId
@@ -198,7 +199,7 @@ class Slot:
     Always truthy (no ``__bool__``/``__len__``): the dispatcher reads
     ``I.get(key) or I[LINEAR]``."""
 
-    __slots__ = ("artifact", "entry", "hits", "residual")
+    __slots__ = ("artifact", "entry", "hits", "last", "residual")
 
     def __init__(
         self, entry: Optional[CacheEntry], artifact: Any, residual: Optional[Callable[..., bool]]
@@ -207,6 +208,7 @@ class Slot:
         self.artifact = artifact
         self.residual = residual
         self.hits = 0
+        self.last = 0  # the tick of the last hit, in a cache with ``maxsize``
 
     def kill(self, redirect: Callable[..., Any]) -> None:
         """Make this slot miss in every dispatcher variant: the residual fails, and the
@@ -231,8 +233,14 @@ class CacheEntry:
     Public: ``compile_id``, ``artifact``, ``check`` (a ``CheckFunction``), ``guards``,
     ``code`` (one line per check), ``dynamic`` (the sources compiled as dynamic),
     ``specificity``, ``hits``, ``valid`` and ``invalid_reason``, ``failure_counts`` (how often
-    each of its guards failed on a recompile). ``seq`` orders entries by creation.
+    each of its guards failed, in the recompiles the function keeps, see [Note: Recompile
+    reasons]). ``seq`` orders entries by creation.
     """
+
+    # Slots, no instance dict: a function may hold thousands of entries.
+    __slots__ = ("__weakref__", "_history", "_implied", "_on_invalid", "_redirect", "_slots",
+                 "artifact", "check", "compile_id", "dynamic", "facts", "invalid_reason",
+                 "last", "params", "seq", "slow_hits", "specificity", "valid")
 
     def __init__(
         self,
@@ -245,20 +253,21 @@ class CacheEntry:
         seq: int = 0,
         on_invalid: Optional[Callable[[CacheEntry], None]] = None,
         redirect: Optional[Callable[..., Any]] = None,
+        history: Any = None,
     ) -> None:
         self.compile_id = compile_id
         self.artifact = artifact
         self.check = check
         self.params = params
-        self.dynamic = dynamic
+        self.dynamic = dynamic or _NO_SOURCES
         self.seq = seq
         self.specificity = specificity(check.leaves)
         self.valid = True
         self.invalid_reason: Optional[str] = None
         self.slow_hits = 0
-        self.failure_counts: Counter[str] = Counter()
+        self.last = 0  # the tick of its creation or last careful-path hit ([Note: maxsize])
+        self._history = history
         self._slots: dict[frozenset[Dim], Slot] = {}
-        self._slots_lock = threading.RLock()
         self._on_invalid = on_invalid
         # What a dead slot's artifact becomes: by default a call that raises, so that a
         # missing redirect can never turn into a silent hit.
@@ -300,6 +309,21 @@ class CacheEntry:
     def hits(self) -> int:
         return self.slow_hits + sum(s.hits for s in list(self._slots.values()))
 
+    @property
+    def failure_counts(self) -> Counter[str]:
+        """Per guard (``"<kind> <sources>"``): in how many of the recompiles the function
+        keeps this entry rejected the call with that guard failing."""
+        history = self._history
+        return history.counts_for(self.compile_id) if history is not None else Counter()
+
+    def recency(self) -> int:
+        """The tick of this entry's last use (its creation, or its latest hit)."""
+        last = self.last
+        for slot in list(self._slots.values()):
+            if slot.last > last:
+                last = slot.last
+        return last
+
     def key(self, dims: tuple[Dim, ...]) -> Optional[tuple[Hashable, ...]]:
         """The index key of this entry under ``dims``, or None if it lacks one of them."""
         out: list[Any] = []
@@ -321,7 +345,7 @@ class CacheEntry:
         slot = self._slots.get(implied_dims)
         if slot is not None:
             return slot
-        with self._slots_lock:
+        with _slots_lock:
             slot = self._slots.get(implied_dims)
             if slot is None:
                 slot = Slot(self, self.artifact, self._residual(implied_dims))
@@ -347,6 +371,22 @@ class CacheEntry:
         )
         return residual.fn
 
+    def evict(self, reason: str) -> None:
+        """Make this entry miss from now on and let its generated code go: the cache evicted
+        it ([Note: maxsize]). Its slots are killed first (a racing call goes to the careful
+        path), then forgotten, with the source text of its checks in ``linecache``."""
+        if self.valid:
+            self.valid = False
+            self.invalid_reason = reason
+            for slot in list(self._slots.values()):
+                slot.kill(self._redirect)
+        slots, self._slots = self._slots, {}
+        for slot in slots.values():
+            slot.entry = None
+            if slot.residual is not None and slot.residual is not never:
+                slot.residual = never
+        forget(*getattr(self.check, "filenames", ()))
+
     def invalidate(self, reason: str) -> None:
         """Make this entry miss from now on (an object it guarded by identity died)."""
         # Lock-free: this runs from weakref callbacks, possibly while this very thread is in
@@ -367,6 +407,10 @@ class CacheEntry:
             f"<CacheEntry {self.compile_id}: {len(self.check.leaves)} checks, "
             f"specificity {self.specificity}, {self.hits} hits{state}>"
         )
+
+
+_NO_SOURCES: frozenset[Any] = frozenset()
+_slots_lock = threading.RLock()  # building a slot (rare: once per entry and snapshot shape)
 
 
 def _dead_call(*args: Any, **kwargs: Any) -> Any:

@@ -157,7 +157,6 @@ def explain(f: Union[Callable[..., Any], FunctionCache], *, max_guards: int = 50
     ``str()`` of the result is a report (``max_guards`` checks shown per entry);
     ``.as_dict()``/``.to_json()`` hold everything. See [Note: Explaining a cache]."""
     cache = f if isinstance(f, FunctionCache) else cache_of(f)
-    infos = {info.compile_id: info for info in cache.compile_infos()}
     stats = cache.stats()
     counts = cache.guard_failure_counts()
     rejections = sum(
@@ -173,7 +172,7 @@ def explain(f: Union[Callable[..., Any], FunctionCache], *, max_guards: int = 50
             "failures": stats.failures, "fallbacks": stats.fallbacks,
             "invalidations": stats.invalidations, "entries": stats.entries,
         },
-        "entries": [_entry(e, infos.get(e.compile_id)) for e in cache.entries()],
+        "entries": [_entry(e, cache.compile_info(e)) for e in cache.entries()],
         "compiles": [info.as_dict() for info in cache.compile_infos()],
         "guard_failure_counts": counts,
         "rejections": rejections,

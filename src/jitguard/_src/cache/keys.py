@@ -1,7 +1,7 @@
 """The layout of index keys and the code generated for it: the dispatcher (the specialized
 function itself) and the careful key function.
 
-May import: cache.signature, cache.entry.
+May import: compiler.codecache, cache.signature, cache.entry.
 
 # [Note: Key layout]
 # Keys are laid out per snapshot (``Layout``) to keep the hit path short:
@@ -35,13 +35,13 @@ May import: cache.signature, cache.entry.
 from __future__ import annotations
 
 import itertools
-import linecache
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple, Optional
 
+from ..compiler.codecache import compile_generated, forget, generated_filename
 from .entry import MISS_SLOT, CacheEntry, Dim, Slot
-from .signature import Signature, register_source
+from .signature import Signature
 
 __all__ = [
     "FOLLOWERS", "LINEAR", "NOKEY", "Dispatcher", "KeyCode", "Layout", "compute_layout",
@@ -125,7 +125,10 @@ class KeyCode:
     dispatcher's code object."""
 
     def __init__(self, layout: Layout, generation: int, key_of: Callable[..., Any], code: Any,
-                 index_name: str, nested: bool = False) -> None:
+                 index_name: str, nested: bool = False, source: str = "",
+                 filename: str = "") -> None:
+        self.source = source
+        self.filename = filename
         self.layout = layout
         self.nested = nested
         self.dims = layout.dims
@@ -146,6 +149,63 @@ class KeyCode:
                 level = level.setdefault(part, {})
             level[key[-1]] = slot
         return out
+
+    def fits(self, entry: CacheEntry) -> bool:
+        """True if adding ``entry`` leaves this layout as it is, as far as the entry's own
+        facts go: it has every dim, its type where one is hoisted, and each type gate (the
+        types the generated code lets through to a key part) holds its type. The caller
+        decides exactness ([Note: Updating a snapshot in place])."""
+        layout = self.layout
+        for k, dim in enumerate(layout.dims):
+            comps = entry.facts.get(dim)
+            if comps is None:
+                return False
+            hoisted = layout.hoisted[k]
+            if hoisted is not None:
+                if comps[0] is not hoisted[1] and comps[0] != hoisted[1]:
+                    return False
+            elif dim.kind is None and dim.fact in _TYPED and layout.types is not None:
+                first = id(comps[0]) if dim.fact == "value" else comps[0]
+                if first not in layout.types[k]:
+                    return False
+        return True
+
+    def store(self, index: dict[Any, Any], key: Any, slot: Slot) -> None:
+        """Put ``slot`` under ``key`` in an index shaped by ``shape``, with one store that a
+        reader can see (a new nested level is filled before it is linked in)."""
+        if not self.nested:
+            index[key] = slot
+            return
+        level = index
+        for i, part in enumerate(key[:-1]):
+            below = level.get(part)
+            if below is None:
+                built: Any = slot
+                for inner in reversed(key[i + 1:]):
+                    built = {inner: built}
+                level[part] = built
+                return
+            level = below
+        level[key[-1]] = slot
+
+    def remove(self, index: dict[Any, Any], key: Any) -> None:
+        """Take ``key`` out of an index shaped by ``shape`` (emptied nested levels too)."""
+        if not self.nested:
+            index.pop(key, None)
+            return
+        path: list[tuple[dict[Any, Any], Any]] = []
+        level = index
+        for part in key[:-1]:
+            below = level.get(part)
+            if below is None:
+                return
+            path.append((level, part))
+            level = below
+        level.pop(key[-1], None)
+        for parent, part in reversed(path):
+            if parent[part]:
+                break
+            del parent[part]
 
     def entry_key(self, entry: CacheEntry) -> Any:
         parts: list[Any] = []
@@ -221,15 +281,20 @@ class Dispatcher:
     ``source`` is the dispatcher's current source text.
     """
 
-    def __init__(self, sig: Signature, name: str, miss: Callable[..., Any]) -> None:
+    def __init__(self, sig: Signature, name: str, miss: Callable[..., Any], *,
+                 tick: Optional[Callable[[], int]] = None) -> None:
         self.sig = sig
         p = sig.prefix
+        # With ``tick`` (a cache with ``maxsize``), every hit stamps its slot with the time of
+        # use, so that the least recently used entry can be evicted.
+        self.lru = tick is not None
         self.name = name if name.isidentifier() else "specialized"
         self.ns: dict[str, Any] = dict(sig.namespace)
         self.ns.update(
             {f"{p}miss": miss, f"{p}type": type, f"{p}id": id, f"{p}len": len,
              f"{p}tuple": tuple, f"{p}dict": dict, f"{p}hash": hash, f"{p}LINEAR": LINEAR,
-             f"{p}NOKEY": NOKEY, f"{p}FOLLOWERS": FOLLOWERS, f"{p}Exception": Exception}
+             f"{p}NOKEY": NOKEY, f"{p}FOLLOWERS": FOLLOWERS, f"{p}Exception": Exception,
+             f"{p}tick": tick}
         )
         self._generations = itertools.count()
         self._current: Optional[KeyCode] = None
@@ -254,63 +319,95 @@ class Dispatcher:
         s, r, k, values = f"{p}s", f"{p}r", f"{p}k", sig.values
         # Every name the code reads is prefixed: a parameter may be called ``Exception``.
         exc = f"{p}Exception"
-        hit = f"{s}.hits += 1\n{{i}}return {s}.artifact({sig.call})\n"
-        miss = f"return {p}miss({values})"
-        linear = f"{k} = {p}LINEAR\n{{i}}{s} = {index}[{p}LINEAR]\n"
+        dims = ", ".join(f"{d.param}:{d.fact}" for d in layout.dims)
+        lines: list[str] = []
+
+        def put(depth: int, code: str, comment: str = "") -> None:
+            text = "    " * depth + code
+            lines.append(f"{text:<60}  # {comment}" if comment else text)
+
+        def hit(depth: int) -> None:
+            put(depth, f"{s}.hits += 1", "count the hit on the entry's slot")
+            if self.lru:
+                put(depth, f"{s}.last = {p}tick()", "when it was last used (maxsize: LRU)")
+            put(depth, f"return {s}.artifact({sig.call})", "call the entry's artifact")
+
+        def linear(depth: int, why: str) -> None:
+            put(depth, f"{k} = {p}LINEAR", why)
+            put(depth, f"{s} = {index}[{p}LINEAR]", "the first entry that has no key")
+
+        def miss(depth: int, why: str) -> None:
+            put(depth, f"return {p}miss({values})", why)
+
+        put(0, f"def {p}fn{g}({sig.header}):",
+            f"dispatcher generation {g}, dims [{dims or 'none'}]"
+            + (", exact" if layout.exact else ""))
+        for line in sig.fill.splitlines():  # defaults read at call time
+            put(0, line, "a default read at call time")
+        depth = 1
+        if pre:
+            put(1, f"if {' and '.join(pre)}:",
+                "the types every keyed entry has (else the call has no key)")
+            depth = 2
         if not layout.dims:
-            body = "    " + linear.replace("{i}", "    ")
+            linear(1, "no dims: every entry is tried in rank order")
         elif layout.exact:
             # Nested dicts (``I[a][b]``) build no tuple and hash no tuple: faster per part.
             lookup = "".join(f"[{part}]" for part in parts) if nested else f"[{key}]"
-            body = f"    try:\n        {s} = {index}{lookup}\n    except {exc}:\n        {miss}\n"
+            put(depth, "try:", "a key no entry has raises KeyError")
+            put(depth + 1, f"{s} = {index}{lookup}",
+                "the slot of the call's key; a key match proves every guard")
+            put(depth, f"except {exc}:", "no entry has this key (or it cannot be computed)")
+            miss(depth + 1, "the careful path, which compiles")
         else:
+            put(depth, "try:", "computing the key may raise (unhashable, no len)")
+            put(depth + 1, f"{k} = {key}", "the call's key")
             # ``get``, not ``[]``: here a key miss is an ordinary hit on the first linear
             # entry, and raising KeyError would cost more than the rest of the call.
-            body = (
-                f"    try:\n        {k} = {key}\n"
-                f"        {s} = {index}.get({k}) or {index}[{p}LINEAR]\n"
-                f"    except {exc}:\n        " + linear.replace("{i}", "        ")
-            )
-        if pre:
-            cond = " and ".join(pre)
-            inner = "".join("    " + line + "\n" for line in body.splitlines())
-            fallback = (f"        {miss}\n" if layout.exact
-                        else "        " + linear.replace("{i}", "        "))
-            body = f"    if {cond}:\n{inner}    else:\n{fallback}"
+            put(depth + 1, f"{s} = {index}.get({k}) or {index}[{p}LINEAR]",
+                "the key's first candidate, else the first linear entry")
+            put(depth, f"except {exc}:", "the key cannot be computed")
+            linear(depth + 1, "no keyed entry can hold")
+        if pre and layout.dims:
+            put(1, "else:", "a call of another type has no key")
+            if layout.exact:
+                miss(2, "no entry can hold: the careful path")
+            else:
+                linear(2, "no keyed entry can hold")
         if layout.exact:
-            tail = "    " + hit.replace("{i}", "    ")
+            hit(1)
         else:
             f = f"{p}f"
-            tail = (
-                f"    {r} = {s}.residual\n"
-                f"    if {r} is None or {r}({values}):\n        " + hit.replace("{i}", "        ") +
-                f"    {f} = {index}[{p}FOLLOWERS]\n"
-                f"    for {s} in {f}.get({k}) or {f}[{p}LINEAR]:\n"
-                f"        {r} = {s}.residual\n"
-                f"        if {r} is None or {r}({values}):\n            "
-                + hit.replace("{i}", "            ") +
-                f"    {miss}\n"
-            )
-        key_body = f"        {p}k = {key}\n        {p}hash({p}k)\n        return {p}k\n"
+            put(1, f"{r} = {s}.residual", "what the key match does not prove of its guards")
+            put(1, f"if {r} is None or {r}({values}):", "None: nothing left to check")
+            hit(2)
+            put(1, f"{f} = {index}[{p}FOLLOWERS]", "the other candidates of each key")
+            put(1, f"for {s} in {f}.get({k}) or {f}[{p}LINEAR]:", "in rank order")
+            put(2, f"{r} = {s}.residual", "this candidate's own residual check")
+            put(2, f"if {r} is None or {r}({values}):", "it holds: a hit")
+            hit(3)
+            miss(1, "no candidate holds: the careful path (which may compile)")
+        put(0, f"def {p}key{g}({values}):", "the call's key, for the careful path")
+        put(1, "try:", "a key that cannot be computed is no key")
         if pre:
-            key_body = (
-                f"        if not ({' and '.join(pre)}):\n            return {p}NOKEY\n" + key_body
-            )
-        text = (
-            f"def {p}fn{g}({sig.header}):\n{sig.fill}{body}{tail}"
-            f"def {p}key{g}({values}):\n"
-            f"    try:\n{key_body}"
-            f"    except {exc}:\n"
-            f"        return {p}NOKEY\n"
-        )
-        filename = register_source(text, f"dispatch {self.name}")
-        exec(compile(text, filename, "exec"), self.ns)
+            put(2, f"if not ({' and '.join(pre)}):", "the hoisted types")
+            put(3, f"return {p}NOKEY", "no key: only linear entries can hold")
+        put(2, f"{p}k = {key}", "the key, as the dispatcher computes it")
+        put(2, f"{p}hash({p}k)", "a key that cannot be hashed is no key")
+        put(2, f"return {p}k", "the key")
+        put(1, f"except {exc}:", "anything raised while computing it")
+        put(2, f"return {p}NOKEY", "no key")
+        text = "\n".join(lines) + "\n"
+        filename = generated_filename(f"dispatch {self.name}")
+        # Registered in linecache and logged at DEBUG (``jitguard.codegen``) there.
+        compile_generated(text, filename).run(self.ns)
         code = self.ns[f"{p}fn{g}"].__code__.replace(co_name=self.name)
         if g > 0:
             del self.ns[f"{p}fn{g}"]
-        keycode = KeyCode(layout, g, self.ns.pop(f"{p}key{g}"), code, index, nested)
+        keycode = KeyCode(layout, g, self.ns.pop(f"{p}key{g}"), code, index, nested, text,
+                          filename)
         # The source stays readable while this generation's code can still run.
-        weakref.finalize(keycode, linecache.cache.pop, filename, None)
+        weakref.finalize(keycode, forget, filename)
         return keycode
 
     def install(self, keycode: KeyCode, index: dict[Any, Slot]) -> None:
@@ -326,5 +423,20 @@ class Dispatcher:
 
     @property
     def source(self) -> str:
-        """The dispatcher's current source text (for debugging)."""
-        return "".join(linecache.getlines(self.function.__code__.co_filename))
+        """The source text of the dispatcher now installed, commented line by line (also in
+        ``linecache`` under ``filename``, so tracebacks and pdb show it)."""
+        current = self._current
+        return current.source if current is not None else ""
+
+    @property
+    def filename(self) -> str:
+        """The ``linecache`` name of the installed dispatcher's source."""
+        current = self._current
+        return current.filename if current is not None else ""
+
+    @property
+    def generation(self) -> int:
+        """How many times the dispatcher's code was generated before the one installed (a
+        new generation comes with a new key layout)."""
+        current = self._current
+        return current.generation if current is not None else -1

@@ -2,7 +2,8 @@
 ``compile``/``guards``/``dispatch`` logs, the structured trace events, and the warning for
 a guard set that grew too large.
 
-May import: config, errors, integrations, structured, ids, guards, compiler.*, cache.entry.
+May import: config, errors, integrations, structured, ids, guards, compiler.*, cache.entry,
+cache.reasons.
 
 # [Note: Compile events]
 # ``FunctionCache`` (so ``specialize`` and everything built on it, ``jitguard.torch.compile``
@@ -39,6 +40,7 @@ May import: config, errors, integrations, structured, ids, guards, compiler.*, c
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import linecache
 import logging
@@ -47,6 +49,7 @@ import sys
 import time
 import traceback
 import warnings
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
@@ -59,6 +62,7 @@ from ..guards import ChainedSource, Source
 from ..ids import CompileId
 from ..integrations import ensure_loaded
 from .entry import CacheEntry
+from .reasons import RecompileRecord
 
 __all__ = [
     "CompileInfo",
@@ -227,32 +231,41 @@ def _check_source(entry: CacheEntry) -> str:
     return "\n".join(parts)
 
 
-Reasons = Optional[Callable[[], list[str]]]
-
-
 class CompileLog:
-    """The compile records of one specialized function, and what it reports about them."""
+    """The compile records of one specialized function, and what it reports about them:
+    the last ``history`` compiles, and the compile of each live entry."""
 
     def __init__(self, fn: Callable[..., Any], where: str,
-                 frame: Optional[traceback.FrameSummary]) -> None:
+                 frame: Optional[traceback.FrameSummary], history: int = 64) -> None:
         self.fn = fn
         self.where = where
         self.frame = frame
-        self.infos: list[CompileInfo] = []
+        self.infos: collections.deque[CompileInfo] = collections.deque(maxlen=max(history, 0))
+        self._by_entry: weakref.WeakKeyDictionary[CacheEntry, CompileInfo] = (
+            weakref.WeakKeyDictionary()
+        )
         self.warned_large = False
 
     def clear(self) -> None:
-        self.infos = []
+        self.infos.clear()
+        self._by_entry = weakref.WeakKeyDictionary()
         self.warned_large = False
+
+    def recent(self) -> tuple[CompileInfo, ...]:
+        return tuple(self.infos)
+
+    def info_of(self, entry: CacheEntry) -> Optional[CompileInfo]:
+        return self._by_entry.get(entry)
 
     # ---- the hooks ---------------------------------------------------------------------
     def compiled(
         self, compile_id: CompileId, started: float, values: tuple[Any, ...],
-        entry: Optional[CacheEntry], *, cache_size: int, reasons: Reasons = None,
+        entry: Optional[CacheEntry], *, cache_size: int, record: Optional[RecompileRecord],
     ) -> CompileInfo:
         """After a compile that returned: ``started`` is its ``time.perf_counter()`` start,
         ``entry`` the entry made (None: not kept), ``cache_size`` the entries before it,
-        ``reasons`` (recompiles) gives the reason lines when called."""
+        ``record`` the recompile's record (None for a first compile; its reasons are read
+        only when a trace is on)."""
         elapsed = time.perf_counter() - started
         wall = time.time() - elapsed
         ensure_loaded()  # the torch integration may add a trace sink or turn logs on
@@ -260,9 +273,11 @@ class CompileLog:
         guard_count = len(entry.check.leaves) if entry is not None else 0
         info = CompileInfo(
             compile_id, "compiled" if entry is not None else "not kept", wall, elapsed,
-            guard_count, cost, recompile=reasons is not None,
+            guard_count, cost, recompile=record is not None,
         )
         self.infos.append(info)
+        if entry is not None:
+            self._by_entry[entry] = info
         if entry is not None and guard_count > config.large_guard_set and not self.warned_large:
             self.warned_large = True
             self._warn_large(entry, info)
@@ -278,18 +293,18 @@ class CompileLog:
             guards_log.info("%s: guards of %s (%d):\n%s", self.where, compile_id,
                             len(lines), "\n".join(lines))
         if structured.active():
-            self._trace(info, entry, cache_size, reasons, None)
+            self._trace(info, entry, cache_size, record, None)
         return info
 
     def failed(
         self, compile_id: CompileId, started: float, error: BaseException, *,
-        cache_size: int, reasons: Reasons = None,
+        cache_size: int, record: Optional[RecompileRecord],
     ) -> CompileInfo:
         """After a compile that raised ``error`` (the caller re-raises it)."""
         elapsed = time.perf_counter() - started
         ensure_loaded()
         info = CompileInfo(
-            compile_id, "failed", time.time() - elapsed, elapsed, recompile=reasons is not None,
+            compile_id, "failed", time.time() - elapsed, elapsed, recompile=record is not None,
             error=f"{type(error).__name__}: {error}",
         )
         self.infos.append(info)
@@ -297,7 +312,7 @@ class CompileLog:
             compile_log.info("%s: compile %s failed after %.1f ms: %s", self.where, compile_id,
                              elapsed * 1000, info.error)
         if structured.active():
-            self._trace(info, None, cache_size, reasons, error)
+            self._trace(info, None, cache_size, record, error)
         return info
 
     # ---- what they report --------------------------------------------------------------
@@ -325,7 +340,7 @@ class CompileLog:
 
     def _trace(
         self, info: CompileInfo, entry: Optional[CacheEntry], cache_size: int,
-        reasons: Reasons, error: Optional[BaseException],
+        record: Optional[RecompileRecord], error: Optional[BaseException],
     ) -> None:
         cid = info.compile_id
         user = _user_frames(self.frame)
@@ -333,8 +348,8 @@ class CompileLog:
         structured.emit("dynamo_start", lambda intern: {"stack": structured.frames(user, intern)},
                         compile_id=cid, where=where)
         lines: Optional[list[str]] = None
-        if reasons is not None:
-            lines = reasons()
+        if record is not None:
+            lines = record.reasons()
             structured.emit(
                 "artifact", lambda intern: {"name": "recompile_reasons", "encoding": "json"},
                 compile_id=cid, payload=lines, where=where,

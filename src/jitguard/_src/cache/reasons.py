@@ -1,24 +1,41 @@
-"""Recompile reasons: why each existing entry rejected a call, as records, log lines and
-per-guard counts.
+"""Recompile reasons: why the entries closest to a call rejected it, as records computed
+when read, log lines, per-guard counts, and the bounded history that keeps them.
 
 May import: ids, compiler.reference, cache.entry.
 
 # [Note: Recompile reasons]
-# On every miss with entries present, each entry's check is explained (the reference
-# evaluator names every failing guard) and each failure becomes a line
+# On a miss with entries present, the reasons cover the entries *closest* to the call
+# (``closest_entries``): those under the call's dispatch key, then the most specific
+# others, at most ``EXPLAINED`` of them; the other entries are reported as a count
+# (``RecompileRecord.unexplained``). Each failure of a covered entry becomes a line
 # ``"<entry's compile id>: <reason>"``, e.g. ``0/0: L['n'] == 7 failed: got 8``, the form
-# torch.compile users know (sources keep their ``L[...]`` names). The lines are logged on
-# the ``jitguard.recompiles`` logger (INFO; one message per recompile, entries in dispatch
-# order), kept as a ``RecompileRecord`` on the function, and counted per guard:
-# ``"<kind> <sources>"`` -> how many recompiles it took part in, on the entry and summed over
-# the function.
+# torch.compile users know (sources keep their ``L[...]`` names), covered entries in
+# dispatch order.
+#
+# The explanation is lazy, so that a miss costs the same with 10 entries as with 10,000:
+# the record keeps the covered entries weakly and the call's values, and explains them
+# when first read (``reasons()``, ``record.entries``, ``guard_failure_counts()``), then
+# keeps the result. Values are kept only when reading them later gives the same answer as
+# now: immutable scalars and tuples of them (``keepable``). Any other call (a list that
+# may change, an object, a tensor) is explained at once, for the covered entries only,
+# and its values are not kept at all. The explanation is also made at once when something
+# needs it then: the ``jitguard.recompiles`` logger at INFO (one message per recompile),
+# [Note: Automatic dynamic], a refused recompile's error or warning. An entry evicted or
+# dropped before a lazy record is read is explained as ``(entry gone: not explained)``.
+#
+# The function keeps the last ``history`` records (default 64: ``RecompileHistory``) and
+# counts every record by outcome. Per-guard counts (``"<kind> <sources>"`` -> in how many
+# entry rejections that guard failed, on the entry and summed over the function) are
+# counted over the records kept.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 from ..compiler.reference import GuardFailure
@@ -26,15 +43,38 @@ from ..ids import CompileId
 from .entry import CacheEntry
 
 __all__ = [
+    "EXPLAINED",
     "EntryFailures",
+    "RecompileHistory",
     "RecompileRecord",
     "collect_failures",
     "failure_key",
     "format_recompile",
+    "keepable",
     "log",
 ]
 
 log = logging.getLogger("jitguard.recompiles")
+
+# How many entries (the closest to the call) a recompile's reasons cover.
+EXPLAINED = 8
+# How many recompile records a function keeps, by default.
+HISTORY = 64
+
+_SCALARS = frozenset(id(t) for t in (int, float, complex, str, bytes, bool, type(None)))
+
+
+def keepable(values: tuple[Any, ...], depth: int = 0) -> bool:
+    """True if every value is an immutable scalar, or a tuple of them (decided by exact
+    type): explaining them later gives the text explaining them now would."""
+    for v in values:
+        tp = type(v)
+        if id(tp) in _SCALARS:
+            continue
+        if tp is tuple and depth < 4 and keepable(v, depth + 1):
+            continue
+        return False
+    return True
 
 
 def failure_key(failure: GuardFailure) -> str:
@@ -47,7 +87,7 @@ def failure_key(failure: GuardFailure) -> str:
 class EntryFailures:
     """Why one entry rejected a call."""
 
-    compile_id: CompileId
+    compile_id: Any
     failures: tuple[GuardFailure, ...]
 
     def lines(self) -> list[str]:
@@ -56,58 +96,182 @@ class EntryFailures:
         return [f"{self.compile_id}: {f.reason}" for f in self.failures]
 
 
-@dataclasses.dataclass(frozen=True)
-class RecompileRecord:
-    """One recompile: the entry it made (``compile_id``; None when it was refused), the
-    failures of every entry that existed, and the sources it made dynamic."""
+def explain_entry(entry: CacheEntry, values: tuple[Any, ...]) -> EntryFailures:
+    """Explain one entry's rejection of ``values`` (an explanation that raises becomes a
+    failure saying so: a reason must never break the call)."""
+    try:
+        failures = tuple(entry.check.explain(*values))
+    except Exception as e:
+        failures = (
+            GuardFailure(f"the failures could not be explained: {type(e).__name__}: {e}",
+                         "UNEXPLAINED", ()),
+        )
+    return EntryFailures(entry.compile_id, failures)
 
-    compile_id: Optional[CompileId]
-    entries: tuple[EntryFailures, ...]
-    made_dynamic: tuple[str, ...] = ()
-    outcome: str = "compiled"
+
+def collect_failures(entries: Sequence[CacheEntry], values: tuple[Any, ...]) -> tuple[EntryFailures, ...]:
+    """Explain every entry's rejection of ``values`` (entries in the order given)."""
+    return tuple(explain_entry(entry, values) for entry in entries)
+
+
+def _gone(compile_id: Any) -> EntryFailures:
+    return EntryFailures(
+        compile_id, (GuardFailure("(entry gone: not explained)", "GONE", ()),)
+    )
+
+
+class RecompileRecord:
+    """One recompile: the entry it made (``compile_id``; None when it was refused), why the
+    entries closest to the call rejected it (``entries``, computed when first read, see
+    [Note: Recompile reasons]), how many other entries there were (``unexplained``), and
+    the sources it made dynamic."""
+
+    __slots__ = (
+        "__weakref__",
+        "_entries",
+        "_pending",
+        "_values",
+        "compile_id",
+        "made_dynamic",
+        "outcome",
+        "unexplained",
+    )
+
+    def __init__(
+        self,
+        compile_id: Optional[CompileId],
+        entries: Optional[tuple[EntryFailures, ...]] = None,
+        made_dynamic: tuple[str, ...] = (),
+        outcome: str = "compiled",
+        *,
+        pending: Sequence[CacheEntry] = (),
+        values: Optional[tuple[Any, ...]] = None,
+        unexplained: int = 0,
+    ) -> None:
+        self.compile_id = compile_id
+        self.made_dynamic = made_dynamic
+        self.outcome = outcome
+        self.unexplained = unexplained
+        self._entries = entries
+        # (weak reference, compile id) of each covered entry, until explained.
+        self._pending: Optional[tuple[tuple[Any, Any], ...]] = None
+        self._values: Optional[tuple[Any, ...]] = None
+        if entries is None:
+            self._pending = tuple((weakref.ref(e), e.compile_id) for e in pending)
+            self._values = values
+
+    @classmethod
+    def explained_now(
+        cls, compile_id: Optional[CompileId], covered: Sequence[CacheEntry],
+        values: tuple[Any, ...], *, unexplained: int = 0, made_dynamic: tuple[str, ...] = (),
+        outcome: str = "compiled",
+    ) -> RecompileRecord:
+        """A record explained at once: values that may change are not kept."""
+        return cls(compile_id, collect_failures(covered, values), made_dynamic, outcome,
+                   unexplained=unexplained)
+
+    @property
+    def explained(self) -> bool:
+        return self._entries is not None
+
+    @property
+    def entries(self) -> tuple[EntryFailures, ...]:
+        """Why each covered entry rejected the call, in dispatch order."""
+        entries = self._entries
+        if entries is None:
+            values = self._values if self._values is not None else ()
+            out = []
+            for ref, compile_id in self._pending or ():
+                entry = ref()
+                out.append(_gone(compile_id) if entry is None else explain_entry(entry, values))
+            entries = self._entries = tuple(out)
+            self._pending = self._values = None
+        return entries
 
     def reasons(self) -> list[str]:
         """One ``"<compile id>: <reason>"`` line per failing guard, entries in dispatch order."""
         return [line for e in self.entries for line in e.lines()]
 
     def __str__(self) -> str:
-        return "; ".join(self.reasons())
+        text = "; ".join(self.reasons())
+        if self.unexplained:
+            text += f"; {_others(self.unexplained)}"
+        return text
+
+    def __repr__(self) -> str:
+        return (f"<RecompileRecord {self.compile_id} {self.outcome}: "
+                f"{len(self._pending or self._entries or ())} entries explained"
+                f"{', lazily' if not self.explained else ''}, {self.unexplained} not>")
 
 
-def collect_failures(entries: Sequence[CacheEntry], values: tuple[Any, ...]) -> tuple[EntryFailures, ...]:
-    """Explain every entry's rejection of ``values`` (entries in the order given)."""
-    out = []
-    for entry in entries:
-        try:
-            failures = tuple(entry.check.explain(*values))
-        except Exception as e:  # a reason must never break the call
-            failures = (
-                GuardFailure(f"the failures could not be explained: {type(e).__name__}: {e}",
-                             "UNEXPLAINED", ()),
-            )
-        out.append(EntryFailures(entry.compile_id, failures))
-    return tuple(out)
+def _others(n: int) -> str:
+    return f"(and {n} other entr{'y' if n == 1 else 'ies'}, not explained)"
 
 
-def count_failures(entries: Sequence[CacheEntry], per_entry: Sequence[EntryFailures]) -> None:
-    """Count each failing guard once on its entry."""
-    by_id = {e.compile_id: e for e in entries}
-    for item in per_entry:
-        entry = by_id.get(item.compile_id)
-        if entry is None:
-            continue
-        for key in dict.fromkeys(failure_key(f) for f in item.failures):
-            entry.failure_counts[key] += 1
+class RecompileHistory:
+    """The last ``size`` recompile records of a function, and a count of every record ever
+    made, by outcome ("compiled", "limit", "forbidden")."""
+
+    __slots__ = ("_records", "counts", "size")
+
+    def __init__(self, size: int = HISTORY) -> None:
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError(f"history must be an int >= 0, got {size!r}")
+        self.size = size
+        self._records: collections.deque[RecompileRecord] = collections.deque(maxlen=size)
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def add(self, record: RecompileRecord) -> None:
+        self.counts[record.outcome] += 1
+        if self.size:
+            self._records.append(record)
+
+    @property
+    def total(self) -> int:
+        """Every record ever added (kept or not)."""
+        return sum(self.counts.values())
+
+    def records(self) -> tuple[RecompileRecord, ...]:
+        return tuple(self._records)
+
+    def failure_counts(self) -> collections.Counter[str]:
+        """``"<kind> <sources>"`` -> in how many entry rejections of the kept records that
+        guard failed."""
+        out: collections.Counter[str] = collections.Counter()
+        for record in list(self._records):
+            for item in record.entries:
+                for failure in item.failures:
+                    out[failure_key(failure)] += 1
+        return out
+
+    def counts_for(self, compile_id: Any) -> collections.Counter[str]:
+        """Per guard of the entry ``compile_id``: in how many kept records it failed."""
+        out: collections.Counter[str] = collections.Counter()
+        for record in list(self._records):
+            for item in record.entries:
+                if item.compile_id == compile_id:
+                    for key in dict.fromkeys(failure_key(f) for f in item.failures):
+                        out[key] += 1
+        return out
+
+    def clear(self) -> None:
+        self._records.clear()
+        self.counts.clear()
+
+    def __len__(self) -> int:
+        return len(self._records)
 
 
 def format_recompile(
-    what: str, compile_id: Optional[CompileId], per_entry: Sequence[EntryFailures],
-    made_dynamic: Sequence[str] = (),
+    what: str, compile_id: Optional[CompileId], per_entry: Iterable[EntryFailures],
+    made_dynamic: Sequence[str] = (), unexplained: int = 0,
 ) -> str:
     """The message logged for one recompile."""
     head = f"Recompiling function {what}" + (f" as {compile_id}" if compile_id else "")
     lines = [head, "    triggered by the following guard failure(s):"]
     lines += [f"    - {line}" for e in per_entry for line in e.lines()]
+    if unexplained:
+        lines.append(f"    {_others(unexplained)}")
     if made_dynamic:
         lines.append(f"    now dynamic (an int changed value): {', '.join(made_dynamic)}")
     return "\n".join(lines)

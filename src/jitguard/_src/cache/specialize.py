@@ -10,8 +10,8 @@ May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` mo
 # accepts the call does it take the function's compile lock, look again (another thread
 # may just have compiled what this call needs: it then waits for that compile and uses
 # it, so a compile happens once), decide between compiling, falling back and raising
-# ([Note: Recompile limits]), explain the existing entries ([Note: Recompile reasons]),
-# and compile:
+# ([Note: Recompile limits]), record why the entries closest to the call rejected it
+# ([Note: Recompile reasons]: explained when read), and compile:
 #   1. a ``CompileId`` (``<frame id>/<compile count>``; the frame id is taken at the
 #      function's first compile), ``compile_context(CompileContext(id))``;
 #   2. per attempt: ``tracing(TracingContext(None))`` with ``fn``'s frame as the user
@@ -22,8 +22,9 @@ May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` mo
 #      they were ([Note: Arguments changed by the compiler]: else no entry is kept).
 #      ``RestartCompile`` starts the next attempt ([Note: The compiler contract]);
 #   3. ``compile_guards`` over the tracing context's guards, environment expressions and
-#      the request's shape guards, in positional mode; a new ``CacheEntry``; a new
-#      snapshot, published.
+#      the request's shape guards, in positional mode; a new ``CacheEntry``, added to the
+#      snapshot in place or in a new snapshot, published ([Note: Updating a snapshot in
+#      place]); past ``maxsize``, the least recently used entry evicted ([Note: maxsize]).
 # The artifact (or ``fn``, on a fallback) is called after the lock is released. An
 # exception from the compiler, a rule or ``compile_guards`` propagates unchanged (the
 # ``tracing`` block attaches ``real_stack``); entries, dynamic markings and the limit are
@@ -40,24 +41,25 @@ import logging
 import threading
 import time
 import traceback
-from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
 from ..guards import Source
 from ..ids import CompileId
 from .compile import CompileJob, int_value_sources
-from .dispatch import Snapshot, build_snapshot, choose_dims
+from .dispatch import RESCAN_BELOW, Snapshot, build_snapshot, choose_dims
 from .entry import CacheEntry
 from .keys import Dispatcher, Layout, compute_layout
+from .lru import Lru
 from .observe import CompileInfo, CompileLog, dispatch_log
 from .policy import ArgPolicy, default_policy, root_name
 from .reasons import (
+    EXPLAINED,
+    HISTORY,
+    RecompileHistory,
     RecompileRecord,
-    collect_failures,
-    count_failures,
-    failure_key,
     format_recompile,
+    keepable,
     log,
 )
 from .request import CompileRequest, SourceLike, as_source
@@ -70,6 +72,8 @@ __all__ = ["FunctionCache", "cache_of", "identity_compiler", "specialize"]
 Compiler = Callable[[CompileRequest], Callable[..., Any]]
 _frame_ids = itertools.count()
 _tls = threading.local()
+_DEFAULT_LIMIT = 8
+_UNSET: Any = object()
 
 
 def identity_compiler(request: CompileRequest) -> Callable[..., Any]:
@@ -82,9 +86,10 @@ class FunctionCache:
     """The entries of one specialized function, and everything known about them.
 
     Reached as ``specialized.cache`` or ``jitguard.cache_of(specialized)``. Inspection:
-    ``entries()``, ``stats()``, ``recompiles``, ``reasons()``, ``guard_failure_counts()``,
-    ``compile_ids()``, ``dynamic``, ``lookup(*args, **kwargs)``; ``clear()`` forgets
-    everything. See [Note: The call path].
+    ``entries()``, ``stats()``, ``recompiles`` (the last ``history`` records),
+    ``recompile_counts``, ``reasons()``, ``guard_failure_counts()``, ``compile_ids()``,
+    ``dynamic``, ``lookup(*args, **kwargs)``, ``dispatcher`` (its ``source``: the generated
+    dispatcher); ``clear()`` forgets everything. See [Note: The call path].
     """
 
     def __init__(
@@ -92,7 +97,7 @@ class FunctionCache:
         fn: Callable[..., Any],
         compiler: Optional[Compiler] = None,
         *,
-        recompile_limit: int = 8,
+        recompile_limit: Optional[int] = _UNSET,
         on_limit: str = "fallback",
         automatic_dynamic: bool = True,
         static: Iterable[SourceLike] = (),
@@ -101,13 +106,27 @@ class FunctionCache:
         policy: Optional[ArgPolicy] = None,
         global_state: bool = True,
         max_restarts: int = 8,
+        maxsize: Optional[int] = None,
+        history: int = HISTORY,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"specialize needs a callable, got {fn!r}")
         if compiler is not None and not callable(compiler):
             raise TypeError(f"compiler must be callable, got {compiler!r}")
-        if not isinstance(recompile_limit, int) or recompile_limit < 1:
-            raise ValueError(f"recompile_limit must be an int >= 1, got {recompile_limit!r}")
+        if maxsize is not None and (
+            not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1
+        ):
+            raise ValueError(f"maxsize must be None or an int >= 1, got {maxsize!r}")
+        if recompile_limit is _UNSET:  # [Note: maxsize]: a bounded cache keeps compiling
+            recompile_limit = _DEFAULT_LIMIT if maxsize is None else None
+        if recompile_limit is not None and (
+            not isinstance(recompile_limit, int) or isinstance(recompile_limit, bool)
+            or recompile_limit < 1
+        ):
+            raise ValueError(
+                f"recompile_limit must be None or an int >= 1, got {recompile_limit!r}"
+            )
+        self.maxsize = maxsize
         self.fn = fn
         self.compiler: Compiler = compiler or identity_compiler
         self.signature = Signature(fn)
@@ -140,30 +159,37 @@ class FunctionCache:
             ),
             where=self.where, global_state=global_state, max_restarts=max_restarts,
         )
-        self._compile_log = CompileLog(fn, self.where, self._job.frame)  # [Note: Compile events]
         # Reentrant: a compiler that calls clear() (or anything else that locks) from inside
         # its own compile must not deadlock. Calls of the function itself from inside its
         # compile never get here ([Note: The call path]).
         self._lock = threading.RLock()
         self._counters = Counters()
+        self._history = RecompileHistory(history)
+        self._compile_log = CompileLog(fn, self.where, self._job.frame, history)
+        self._lru = Lru() if maxsize is not None else None
         self._reset_state()
-        self._dispatcher = Dispatcher(self.signature, getattr(fn, "__name__", ""), self._miss)
-        self._snapshot: Snapshot = build_snapshot((), self._dispatcher.keycode(Layout((), (), False)))
-        self._dispatcher.install(self._snapshot.keycode, self._snapshot.index)
-        self.function: Callable[..., Any] = self._dispatcher.function
+        self.dispatcher = Dispatcher(
+            self.signature, getattr(fn, "__name__", ""), self._miss,
+            tick=self._lru.tick if self._lru is not None else None,
+        )
+        self._snapshot: Snapshot = build_snapshot((), self.dispatcher.keycode(Layout((), (), False)))
+        self.dispatcher.install(self._snapshot.keycode, self._snapshot.index)
+        self.function: Callable[..., Any] = self.dispatcher.function
         functools.update_wrapper(self.function, fn)
         self.function.cache = self  # type: ignore[attr-defined]
         track(self)
 
     def _reset_state(self) -> None:
-        self._entries: list[CacheEntry] = []
+        self._entries: dict[int, CacheEntry] = {}  # by seq, oldest first
         self._seq = itertools.count()
         self._frame_id: Optional[int] = getattr(self, "_frame_id", None)
         self._next_compile = getattr(self, "_next_compile", 0)
         self._compiles = 0
         self._auto: frozenset[Source] = frozenset()
-        self._records: list[RecompileRecord] = []
-        self._failure_counts: Counter[str] = Counter()
+        self._history.clear()
+        self._compile_log.clear()
+        if self._lru is not None:
+            self._lru.clear()
         self._warned = False
         self._dirty = False
 
@@ -184,6 +210,8 @@ class FunctionCache:
         entry = self._snapshot.lookup(values)
         if entry is not None:
             entry.slow_hits += 1
+            if self._lru is not None:
+                self._lru.touch(entry)
             if dispatch_log.isEnabledFor(logging.DEBUG):
                 dispatch_log.debug("%s: hit %s off the fast path", self.where, entry.compile_id)
             return self.signature.forward(entry.artifact, *values)
@@ -199,6 +227,8 @@ class FunctionCache:
             entry = self._snapshot.lookup(values)
             if entry is not None:
                 entry.slow_hits += 1
+                if self._lru is not None:
+                    self._lru.touch(entry)
                 target = entry.artifact
             else:
                 target = self._serve_miss(values)
@@ -208,42 +238,59 @@ class FunctionCache:
         """Under the lock, no entry accepts ``values``: what to call instead."""
         self._counters.bump("misses")
         recompile = self._compiles > 0
-        past_limit = self._compiles >= self.recompile_limit
+        limit = self.recompile_limit
+        past_limit = limit is not None and self._compiles >= limit
         if past_limit and self.on_limit == "fallback" and self._warned:
             self._counters.bump("fallbacks")
             dispatch_log.info("%s: miss past the recompile limit: runs uncompiled", self.where)
             return self.fn
-        entries = self._snapshot.entries
         if dispatch_log.isEnabledFor(logging.INFO):
+            size = len(self._snapshot)
             dispatch_log.info("%s: miss: %s", self.where,
-                              f"{len(entries)} entries rejected the call" if entries else "no entry yet")
-        per_entry = collect_failures(entries, values) if recompile else ()
+                              f"{size} entries rejected the call" if size else "no entry yet")
+        covered: list[CacheEntry] = []
+        unexplained = 0
+        if recompile:
+            covered, unexplained = self._snapshot.closest(values, EXPLAINED)
         refused = refuse(
-            self.where, per_entry, recompile=recompile, past_limit=past_limit,
-            forbidden=self.error_on_recompile, limit=self.recompile_limit,
+            self.where, covered, values, unexplained=unexplained, recompile=recompile,
+            past_limit=past_limit, forbidden=self.error_on_recompile, limit=limit,
             on_limit=self.on_limit,
         )
         if refused is not None:  # past the limit, falling back: warned once, now
             self._warned = True
-            self._records.append(refused)
+            self._history.add(refused)
             self._counters.bump("fallbacks")
             return self.fn
+        record: Optional[RecompileRecord] = None
+        if recompile:
+            # [Note: Recompile reasons]: explained when read, unless the values may change.
+            if keepable(values):
+                record = RecompileRecord(None, pending=covered, values=values,
+                                         unexplained=unexplained)
+            else:
+                record = RecompileRecord.explained_now(None, covered, values,
+                                                       unexplained=unexplained)
         made_dynamic: frozenset[Source] = frozenset()
-        if recompile and self.automatic_dynamic:
-            made_dynamic = int_value_sources(entries, per_entry, values, self.signature.params,
-                                             self._job.f_globals, self._static)
+        if record is not None and self.automatic_dynamic:
+            made_dynamic = int_value_sources(covered, record.entries, values,
+                                             self.signature.params, self._job.f_globals,
+                                             self._static)
         if self._frame_id is None:
             self._frame_id = next(_frame_ids)
         compile_id = CompileId(frame_id=self._frame_id, frame_compile_id=self._next_compile)
         self._next_compile += 1
         names = tuple(sorted(s.name() for s in made_dynamic))
-        if recompile and log.isEnabledFor(logging.INFO):
-            log.info(format_recompile(self.where, compile_id, per_entry, names))
-        reasons = (lambda: [line for e in per_entry for line in e.lines()]) if recompile else None
+        if record is not None:
+            record.made_dynamic = names
+            if log.isEnabledFor(logging.INFO):
+                log.info("%s", format_recompile(self.where, compile_id, record.entries, names,
+                                                unexplained))
         compiling = getattr(_tls, "compiling", None)
         if compiling is None:
             compiling = _tls.compiling = set()
         compiling.add(id(self))
+        cache_size = len(self._snapshot)
         started = time.perf_counter()
         try:
             done = self._job.run(
@@ -253,8 +300,8 @@ class FunctionCache:
             )
         except BaseException as e:
             self._counters.bump("failures")
-            self._compile_log.failed(compile_id, started, e, cache_size=len(entries),
-                                     reasons=reasons)
+            self._compile_log.failed(compile_id, started, e, cache_size=cache_size,
+                                     record=record)
             raise
         finally:
             compiling.discard(id(self))
@@ -270,38 +317,80 @@ class FunctionCache:
                 self.where, compile_id,
             )
             self._compile_log.compiled(compile_id, started, values, None,
-                                       cache_size=len(entries), reasons=reasons)
+                                       cache_size=cache_size, record=record)
             return done.artifact
         assert done.check is not None
         entry = CacheEntry(
             compile_id=compile_id, artifact=done.artifact, check=done.check,
             params=self.signature.params, dynamic=done.request.dynamic_sources,
             seq=next(self._seq), on_invalid=self._invalid, redirect=self._redirect,
+            history=self._history,
         )
         dynamic, static = done.dynamic, done.static
-        self._entries.append(entry)
+        self._entries[entry.seq] = entry
         self._compiles += 1
         self._counters.bump("compiles")
         self._auto = dynamic - self._dynamic
         self._static = static
-        if recompile:
-            self._records.append(RecompileRecord(compile_id, per_entry, names))
-            count_failures(entries, per_entry)
-            for item in per_entry:
-                for failure in item.failures:
-                    self._failure_counts[failure_key(failure)] += 1
-        self._publish([entry])
-        self._compile_log.compiled(compile_id, started, values, entry, cache_size=len(entries),
-                                   reasons=reasons)
+        if record is not None:
+            record.compile_id = compile_id
+            self._history.add(record)
+        if self._lru is not None:
+            self._lru.add(entry)
+        self._add(entry)
+        # [Note: Compile events]; the compile log and the guards log say the rest.
+        self._compile_log.compiled(compile_id, started, values, entry, cache_size=cache_size,
+                                   record=record)
+        if self.maxsize is not None:
+            self._evict_over(self.maxsize)
         return entry.artifact
 
+    def _add(self, entry: CacheEntry) -> None:
+        """Publish a new entry: in place when it fits the snapshot's layout, else in a new
+        snapshot ([Note: Updating a snapshot in place])."""
+        snapshot = self._snapshot
+        size = len(snapshot) + 1
+        # Up to RESCAN_BELOW entries the dims are chosen again at each doubling (1, 2, 4, 8,
+        # 16 entries), above it they stay while new entries have them ([Note: Dispatch by
+        # facts]); in between, an entry that fits is added in place.
+        rescan = size <= RESCAN_BELOW and size & (size - 1) == 0
+        if not rescan and snapshot.insert(entry):
+            return
+        self._publish([entry])
+
+    def _remove(self, entries: list[CacheEntry]) -> None:
+        """Take entries whose slots are dead out of the published snapshot."""
+        snapshot = self._snapshot
+        rest = [e for e in entries if not snapshot.discard(e)]
+        if rest:
+            self._publish([])
+
+    def _evict_over(self, maxsize: int) -> None:
+        """Evict least recently used entries until at most ``maxsize`` are live."""
+        assert self._lru is not None
+        evicted: list[CacheEntry] = []
+        while len(self._entries) > maxsize:
+            victim = self._lru.victim(lambda e: self._entries.get(e.seq) is e)
+            if victim is None:
+                break
+            del self._entries[victim.seq]
+            self._counters.add("dropped_hits", victim.hits)
+            victim.evict(f"evicted: least recently used (maxsize={maxsize})")
+            evicted.append(victim)
+            self._counters.bump("evictions")
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: evicted entry %s (least recently used, maxsize=%d)",
+                          self.where, victim.compile_id, maxsize)
+        if evicted:
+            self._remove(evicted)
+
     def _publish(self, new: list[CacheEntry]) -> None:
-        live = sorted((e for e in self._entries if e.valid), key=lambda e: e.rank)
+        live = sorted((e for e in self._entries.values() if e.valid), key=lambda e: e.rank)
         dims = choose_dims(live, self._snapshot.dims, new)
         layout = compute_layout(live, dims)
-        snapshot = build_snapshot(live, self._dispatcher.keycode(layout))
+        snapshot = build_snapshot(live, self.dispatcher.keycode(layout))
         self._snapshot = snapshot
-        self._dispatcher.install(snapshot.keycode, snapshot.index)
+        self.dispatcher.install(snapshot.keycode, snapshot.index)
 
     def _redirect(self, *args: Any, **kwargs: Any) -> Any:
         """What a dead entry's slots call instead of its artifact: the careful path."""
@@ -313,16 +402,16 @@ class FunctionCache:
 
     def _drop_dead(self) -> None:
         self._dirty = False
-        dead = [e for e in self._entries if not e.valid]
+        dead = [e for e in self._entries.values() if not e.valid]
         if not dead:
             return
-        self._entries = [e for e in self._entries if e.valid]
         for entry in dead:
+            del self._entries[entry.seq]
             self._counters.bump("invalidations")
             self._counters.add("dropped_hits", entry.hits)
             log.info("%s: dropped entry %s: %s", self.where, entry.compile_id,
                      entry.invalid_reason)
-        self._publish([])
+        self._remove(dead)
 
     # ---- inspection -------------------------------------------------------------------
     def entries(self) -> tuple[CacheEntry, ...]:
@@ -340,21 +429,33 @@ class FunctionCache:
 
     @property
     def recompiles(self) -> tuple[RecompileRecord, ...]:
-        """Every recompile (and refused recompile at the limit), oldest first."""
-        return tuple(self._records)
+        """The last ``history`` recompiles (and refused recompiles at the limit), oldest
+        first ([Note: Recompile reasons])."""
+        return self._history.records()
+
+    @property
+    def recompile_counts(self) -> dict[str, int]:
+        """Every recompile record ever made (kept or not), by outcome: "compiled", "limit"
+        (refused at the recompile limit), "forbidden"."""
+        return dict(self._history.counts)
 
     def reasons(self) -> list[str]:
-        """Every reason line of every recompile, oldest first."""
-        return [line for record in self._records for line in record.reasons()]
+        """Every reason line of the recompiles kept, oldest first."""
+        return [line for record in self._history.records() for line in record.reasons()]
 
     def compile_infos(self) -> tuple[CompileInfo, ...]:
-        """Every compile since the last ``clear()``, oldest first: id, outcome, compile time,
-        guard count, the check's cost ([Note: Compile events])."""
-        return tuple(self._compile_log.infos)
+        """The last ``history`` compiles, oldest first: id, outcome, compile time, guard
+        count, the check's cost ([Note: Compile events])."""
+        return self._compile_log.recent()
+
+    def compile_info(self, entry: CacheEntry) -> Optional[CompileInfo]:
+        """The compile that made ``entry`` (None for an entry of another function)."""
+        return self._compile_log.info_of(entry)
 
     def guard_failure_counts(self) -> dict[str, int]:
-        """``"<kind> <sources>"`` -> in how many entry rejections that guard failed."""
-        return dict(self._failure_counts)
+        """``"<kind> <sources>"`` -> in how many entry rejections of the recompiles kept that
+        guard failed."""
+        return dict(self._history.failure_counts())
 
     @property
     def dynamic(self) -> frozenset[Source]:
@@ -366,7 +467,7 @@ class FunctionCache:
         return self._static
 
     def stats(self) -> CacheStats:
-        entries = list(self._entries)
+        entries = list(self._entries.values())
         c = self._counters
         compiles = c.get("compiles")
         return CacheStats(
@@ -380,13 +481,13 @@ class FunctionCache:
             # dropped entries, and those dead since the last miss (dropped on the next)
             invalidations=c.get("invalidations") + sum(1 for e in entries if not e.valid),
             entries=sum(1 for e in entries if e.valid),
+            evictions=c.get("evictions"),
         )
 
     def clear(self) -> None:
         """Forget every entry, record, count and automatic-dynamic marking."""
         with self._lock:
             self._reset_state()
-            self._compile_log.clear()
             self._static = self._declared_static
             self._counters.reset()
             self._publish([])
@@ -404,7 +505,7 @@ def specialize(
     /,
     *,
     compiler: Optional[Compiler] = None,
-    recompile_limit: int = 8,
+    recompile_limit: Optional[int] = _UNSET,
     on_limit: str = "fallback",
     automatic_dynamic: bool = True,
     static: Iterable[SourceLike] = (),
@@ -413,6 +514,8 @@ def specialize(
     policy: Optional[ArgPolicy] = None,
     global_state: bool = True,
     max_restarts: int = 8,
+    maxsize: Optional[int] = None,
+    history: int = HISTORY,
 ) -> Any:
     """Specialize ``fn``: return a function with ``fn``'s signature that keeps compiled,
     guarded entries and calls the most specialized one whose guards hold, compiling a new
@@ -424,8 +527,11 @@ def specialize(
     them) to guard by value / by type; ``automatic_dynamic``: see [Note: Automatic
     dynamic]. ``error_on_recompile``: every recompile raises ``RecompileError``.
     ``policy``: the argument rules (default: ``register_arg_rule``'s). ``global_state``:
-    guard the registered global states. The returned function's ``cache`` attribute is its
-    ``FunctionCache``.
+    guard the registered global states. ``maxsize``: keep at most that many entries,
+    evicting the least recently used (see [Note: maxsize]; ``recompile_limit`` then
+    defaults to None, no limit; both None: an unbounded cache). ``history``: how many
+    recompile records to keep (the last ones; every one is counted). The returned
+    function's ``cache`` attribute is its ``FunctionCache``.
 
     A ``staticmethod`` or ``classmethod`` gives the same kind of descriptor around the
     specialized function, so ``@specialize`` may sit above either in a class body. A
@@ -436,7 +542,7 @@ def specialize(
         compiler=compiler, recompile_limit=recompile_limit, on_limit=on_limit,
         automatic_dynamic=automatic_dynamic, static=static, dynamic=dynamic,
         error_on_recompile=error_on_recompile, policy=policy, global_state=global_state,
-        max_restarts=max_restarts,
+        max_restarts=max_restarts, maxsize=maxsize, history=history,
     )
     if fn is None:
         return lambda f: _specialize(f, options)

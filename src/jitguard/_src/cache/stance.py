@@ -1,7 +1,7 @@
 """Limits and stances: how many entries a function may make, and what happens past that,
 or when recompiling is forbidden.
 
-May import: errors, cache.reasons.
+May import: errors, cache.entry, cache.reasons.
 
 ``RecompileError``, ``RecompileLimitError`` and ``RecompileLimitWarning`` live in ``errors``
 (imported here under their old names too).
@@ -26,10 +26,11 @@ import contextlib
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from ..errors import RecompileError, RecompileLimitError, RecompileLimitWarning
-from .reasons import EntryFailures, RecompileRecord, format_recompile, log
+from .entry import CacheEntry
+from .reasons import RecompileRecord, format_recompile, log
 
 __all__ = [
     "OnLimit",
@@ -73,7 +74,7 @@ def recompiles_forbidden() -> bool:
     return _forbid > 0
 
 
-def limit_message(what: str, limit: int, reasons: Sequence[str], on_limit: OnLimit) -> str:
+def limit_message(what: str, limit: Optional[int], reasons: Sequence[str], on_limit: OnLimit) -> str:
     then = (
         "it now runs uncompiled on a miss" if on_limit == "fallback"
         else "the call raises (on_limit='raise')"
@@ -84,29 +85,36 @@ def limit_message(what: str, limit: int, reasons: Sequence[str], on_limit: OnLim
 
 
 def refuse(
-    where: str, per_entry: Sequence[EntryFailures], *, recompile: bool, past_limit: bool,
-    forbidden: bool, limit: int, on_limit: OnLimit,
+    where: str, covered: Sequence[CacheEntry], values: tuple[Any, ...], *, unexplained: int,
+    recompile: bool, past_limit: bool, forbidden: bool, limit: Optional[int], on_limit: OnLimit,
 ) -> Optional[RecompileRecord]:
     """Decide a miss before compiling: raise ``RecompileError`` where recompiling is
     forbidden, ``RecompileLimitError`` past the limit with ``on_limit="raise"``; past the
     limit with ``"fallback"``, warn (the caller does this once) and return the record of the
-    refused recompile; else None (compile)."""
+    refused recompile; else None (compile). The reasons cover ``covered`` (the entries
+    closest to the call, see [Note: Recompile reasons]), explained here: this path is
+    taken once per function, or raises."""
     if recompile and (forbidden or recompiles_forbidden()):
-        record = RecompileRecord(None, tuple(per_entry), outcome="forbidden")
+        record = RecompileRecord.explained_now(None, covered, values, unexplained=unexplained,
+                                               outcome="forbidden")
         raise RecompileError(
-            format_recompile(where, None, per_entry)
+            format_recompile(where, None, record.entries, unexplained=unexplained)
             + "\n    but recompiling is forbidden here (no_recompiles / error_on_recompile)",
             record,
         )
     if not past_limit:
         return None
-    record = RecompileRecord(None, tuple(per_entry), outcome="limit")
-    message = limit_message(where, limit, record.reasons(), on_limit)
+    record = RecompileRecord.explained_now(None, covered, values, unexplained=unexplained,
+                                           outcome="limit")
+    reasons = record.reasons()
+    if unexplained:
+        reasons.append(f"(and {unexplained} other entries, not explained)")
+    message = limit_message(where, limit, reasons, on_limit)
     if on_limit == "raise":
         raise RecompileLimitError(message, record)
     # Logged at INFO: the warning is what users see; at WARNING, logging's last-resort
     # handler would print the same text a second time where no logging is configured.
-    log.info(message)
+    log.info("%s", message)
     # stacklevel: refuse, _serve_miss, _miss, the dispatcher, then the caller's line.
     warnings.warn(message, RecompileLimitWarning, stacklevel=5)
     return record

@@ -3,15 +3,13 @@
 May import: nothing from jitguard (the standard library only).
 
 Hits on the fast path are counted on the entry that served them (one slot-attribute add
-under the GIL, see [Note: Dispatch by facts]); everything else is counted here, always under
-the function's compile lock or by a single C-level ``next()``, so no event is lost when
-threads race.
+under the GIL, see [Note: Dispatch by facts]); everything else is counted here, under a lock,
+so no event is lost when threads race.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import threading
 import weakref
 from typing import Any
@@ -29,8 +27,8 @@ class CacheStats:
     after the first. ``restarts``: compiler restarts (``RestartCompile``). ``failures``:
     compiles that raised. ``fallbacks``: calls that ran the original function uncompiled (past
     the recompile limit, or a call made from inside its own compile). ``invalidations``:
-    entries dropped because an object they guarded by identity died. ``entries``: entries
-    held now.
+    entries dropped because an object they guarded by identity died. ``evictions``: entries
+    evicted by ``maxsize`` (least recently used first). ``entries``: entries held now.
     """
 
     hits: int = 0
@@ -42,6 +40,7 @@ class CacheStats:
     fallbacks: int = 0
     invalidations: int = 0
     entries: int = 0
+    evictions: int = 0
 
     def __add__(self, other: CacheStats) -> CacheStats:
         return CacheStats(
@@ -50,33 +49,35 @@ class CacheStats:
 
 
 class Counters:
-    """The mutable event counters of one function (all but the per-entry hits)."""
+    """The mutable event counters of one function (all but the per-entry hits). Every event
+    is counted under a lock of its own: the events are misses and what follows them, never
+    hits, so a lock (tens of ns) is nothing beside them, and no count is lost when threads
+    race (an unlocked ``+=`` is a read, an add and a store)."""
 
-    __slots__ = ("_counts", "_extra", "_lock")
+    __slots__ = ("_counts", "_lock")
 
     NAMES = ("misses", "compiles", "restarts", "failures", "fallbacks", "invalidations",
-             "dropped_hits")
+             "dropped_hits", "evictions")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.reset()
 
     def bump(self, name: str) -> None:
-        """Count one event (atomic: ``next`` on an ``itertools.count`` runs in C)."""
-        next(self._counts[name])
+        """Count one event."""
+        with self._lock:
+            self._counts[name] += 1
 
     def add(self, name: str, n: int) -> None:
         """Count ``n`` events at once."""
         with self._lock:
-            self._extra[name] += n
+            self._counts[name] += n
 
     def get(self, name: str) -> int:
-        # An itertools.count reports its next value through __reduce__, without advancing.
-        return int(self._counts[name].__reduce__()[1][0]) + self._extra[name]
+        return self._counts[name]
 
     def reset(self) -> None:
-        self._counts = {name: itertools.count() for name in self.NAMES}
-        self._extra = dict.fromkeys(self.NAMES, 0)
+        self._counts = dict.fromkeys(self.NAMES, 0)
 
 
 _live: weakref.WeakSet[Any] = weakref.WeakSet()
