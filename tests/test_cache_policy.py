@@ -90,6 +90,14 @@ def test_dicts_by_keys_and_values() -> None:
 def test_dict_with_unnamable_key_is_an_object() -> None:
     """A dict whose key has no literal form is guarded by type and identity."""
     assert guards_of({Point(1, 2): 1}) == [("L['x']", "TYPE_MATCH"), ("L['x']", "ID_MATCH")]
+    assert guards_of({complex("nan"): 1}) == [("L['x']", "TYPE_MATCH"), ("L['x']", "ID_MATCH")]
+
+
+def test_dict_keyed_by_any_builtin_scalar_is_guarded_by_keys() -> None:
+    """Every builtin scalar with a literal form names an item, complex numbers included."""
+    assert guards_of({1j: 1, b"k": None})[:2] == [
+        ("L['x']", "DICT_KEYS_MATCH"), ("L['x'][1j]", "CONSTANT_MATCH"),
+    ]
 
 
 def test_functions_classes_modules() -> None:

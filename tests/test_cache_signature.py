@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-import linecache
 from typing import Any
 
 import pytest
 
 from jitguard import CompileRequest, cache_of, specialize
-from jitguard._src.cache.signature import DEFAULT, Signature, internal_prefix, register_source
+from jitguard._src.cache.signature import DEFAULT, Signature, internal_prefix
 
 
 def full(a, b=2, /, c=3, *args, d, e=5, **kw):  # type: ignore[no-untyped-def]
@@ -99,15 +98,6 @@ def test_callable_without_signature_is_refused() -> None:
 
     with pytest.raises(TypeError, match="no Python signature"):
         Signature(NoSig())
-
-
-def test_register_source_feeds_linecache() -> None:
-    """Generated source is readable through linecache under its filename."""
-    name = register_source("x = 1\n", "test")
-    assert linecache.getlines(name) == ["x = 1\n"]
-
-
-# ---- [Note: The signature is the one Python binds with] ---------------------------------
 
 
 def test_wraps_wrapper_is_bound_by_its_own_parameters() -> None:

@@ -34,7 +34,7 @@ from jitguard import (
     SyntheticLocalSource,
     TypeSource,
 )
-from jitguard._src.guards import RELATIONAL_ATTR, is_from_source
+from jitguard._src.guards import RELATIONAL_ATTR
 from jitguard._src.stacks import CapturedStack
 
 # ---- create functions used as guard kinds ----------------------------------------------
@@ -583,17 +583,17 @@ def test_get_base_walks_the_chain() -> None:
     assert chain.get_base() is root
 
 
-def test_is_from_source() -> None:
-    """is_from_source is true for the source itself and anything derived from it."""
+def test_chain_walks_bases_once() -> None:
+    """chain() is the source, then each base down to the root; derived-from is membership."""
     root = L("x")
     a = AttrSource(root, "a")
     deep = GetItemSource(a, 0)
-    assert is_from_source(root, root)
-    assert is_from_source(deep, root) and is_from_source(deep, a)
-    assert is_from_source(deep, AttrSource(L("x"), "a"))
-    assert not is_from_source(root, a)
-    assert not is_from_source(deep, L("y"))
-    assert not is_from_source(AttrSource(L("y"), "a"), a)
+    assert root.chain() == (root,)
+    assert deep.chain() == (deep, a, root)
+    assert AttrSource(L("x"), "a") in deep.chain() and root in a.chain()
+    assert a not in root.chain() and L("y") not in deep.chain()
+    assert a not in AttrSource(L("y"), "a").chain()
+    assert NNModuleSource(deep).chain()[1:] == deep.chain()
 
 
 def test_set_export_info_compares_weakrefs_by_identity_not_eq() -> None:

@@ -20,6 +20,7 @@ from jitguard import (
     AttrSource,
     BackwardStateSource,
     CellContentsSource,
+    ChainedSource,
     ClosureSource,
     CodeSource,
     ConstantSource,
@@ -30,6 +31,7 @@ from jitguard import (
     GetItemSource,
     GlobalSource,
     GlobalStateSource,
+    GuardBuilder,
     GuardSource,
     JitGuardError,
     LocalSource,
@@ -46,8 +48,10 @@ from jitguard import (
     UnspecializedBuiltinNNModuleSource,
     UnspecializedNNModuleSource,
     WeakRefCallSource,
+    compile_guards,
 )
-from jitguard._src.sources import is_plain_identifier
+from jitguard._src.guards import source_dataclass
+from jitguard._src.sources import Chained, is_plain_identifier
 
 L, G = LocalSource, GlobalSource
 X = L("x")
@@ -71,6 +75,8 @@ NAMES: list[tuple[Source, str]] = [
     (GetItemSource(L("d"), None), "L['d'][None]"),
     (GetItemSource(L("d"), b"k"), "L['d'][b'k']"),
     (GetItemSource(L("d"), 1.5), "L['d'][1.5]"),
+    (GetItemSource(L("d"), 2j), "L['d'][2j]"),
+    (GetItemSource(L("d"), complex(1, -2)), "L['d'][(1-2j)]"),
     (GetItemSource(L("d"), (1, "a")), "L['d'][(1, 'a')]"),
     (GetItemSource(L("t"), slice(1, 3)), "L['t'][1:3]"),
     (GetItemSource(L("t"), slice(None, None, 2)), "L['t'][::2]"),
@@ -431,6 +437,7 @@ BAD: list[Any] = [
     lambda: GetItemSource(X, [1]),
     lambda: GetItemSource(X, float("nan")),
     lambda: GetItemSource(X, float("inf")),
+    lambda: GetItemSource(X, complex(1, float("nan"))),
     lambda: GetItemSource(X, Point(1, 2)),
     lambda: GetItemSource(X, OddFloat(1.0)),
     lambda: GetItemSource(X, (1, [2])),
@@ -608,9 +615,89 @@ def test_hostile_emit_matches_get_value(root_name: str, chain: list[tuple[str, A
     def expr(s: Source) -> str:
         if isinstance(s, LocalSource):
             return f"L[{bind(s.local_name, 'name')}]"
-        assert hasattr(s, "emit")
-        return s.emit(expr(s.base), bind)  # type: ignore[attr-defined]
+        assert isinstance(s, ChainedSource)
+        return s.emit(expr(s.base), bind)
 
     text = expr(src)
     compile(text, "<emit>", "eval")
     assert eval(text, {"L": {root_name: value}, **namespace}) is leaf
+
+
+# ---- the source protocol: a new source is one small class ---------------------------------
+
+
+@source_dataclass
+class LastItem(Chained):
+    """The last item of a sequence, written only as the protocol asks: render and access."""
+
+    def render(self, base: str, bind: Any) -> str:
+        return f"{base}[{bind(-1, 'last')}]"
+
+    def access(self, base_value: Any) -> Any:
+        return base_value[-1]
+
+
+@source_dataclass
+class Doubled(ChainedSource):
+    """A chained source that says only how to compute its value (no code of its own)."""
+
+    def name(self) -> str:
+        return f"2 * {self.base.name()}"
+
+    def access(self, base_value: Any) -> Any:
+        return 2 * base_value
+
+
+@source_dataclass
+class Slot(Source):
+    """A root source that says only where it sits in the frame."""
+
+    key: str
+
+    def name(self) -> str:
+        return f"L[{self.key!r}]"
+
+    def guard_source(self) -> GuardSource:
+        return GuardSource.LOCAL
+
+    def frame_slot(self) -> Any:
+        return ("L", self.key)
+
+
+def test_new_chained_source_needs_only_render_and_access() -> None:
+    """A chained source defined here, with one render, has its name, its base's guard
+    source and chain, reads the same value both ways, and guards like a built-in one."""
+    src = LastItem(AttrSource(L("m"), "xs"))
+    assert src.name() == "L['m'].xs[-1]"
+    assert src.guard_source() is GuardSource.LOCAL
+    assert src.chain() == (src, AttrSource(L("m"), "xs"), L("m"))
+    m = types.SimpleNamespace(xs=[1, 2])
+    assert src.get_value({"m": m}, {}) == 2
+    check = compile_guards(
+        [src.make_guard(GuardBuilder.EQUALS_MATCH)], f_locals={"m": m}, arg_names=["m"]
+    )
+    assert check.fn(types.SimpleNamespace(xs=[9, 2])) is True
+    assert check.fn(types.SimpleNamespace(xs=[2, 1])) is False
+    assert check.fn(types.SimpleNamespace(xs=[])) is False
+    assert "L['m'].xs[-1]" in check.source  # the comment: the name
+    assert all("-1" not in line.split("#")[0] for line in check.source.splitlines())
+    assert [f.reason for f in check.explain(types.SimpleNamespace(xs=[2, 1]))] == [
+        "L['m'].xs[-1] == 2 failed: got 1"
+    ]
+
+
+def test_chained_source_with_only_access_still_compiles() -> None:
+    """A ChainedSource that writes no code is read in the check through its access."""
+    src = Doubled(L("n"))
+    check = compile_guards([src.make_guard(GuardBuilder.EQUALS_MATCH)], f_locals={"n": 3})
+    assert check.fn({"n": 3}) is True and check.fn({"n": 4}) is False
+    assert [f.reason for f in check.explain({"n": 4})] == ["2 * L['n'] == 6 failed: got 8"]
+
+
+def test_root_source_needs_only_a_frame_slot() -> None:
+    """A root source defined here, with a frame slot, reads the frame both ways."""
+    src = Slot("k")
+    assert src.get_value({"k": 5}, {}) == 5 and src.chain() == (src,)
+    check = compile_guards([src.make_guard(GuardBuilder.EQUALS_MATCH)], f_locals={"k": 5})
+    assert check.fn({"k": 5}) is True and check.fn({"k": 6}) is False
+    assert Source().frame_slot() is None

@@ -405,6 +405,18 @@ def test_constants_option_pins_plain_attributes() -> None:
     assert guard(m)(m)  # without the option, eps is not guarded
 
 
+def test_constants_option_pins_every_builtin_scalar() -> None:
+    """constants=True pins bytes and complex attributes too, like the other scalars."""
+    m = MLP()
+    m.tag, m.gain = b"v1", 2j
+    c = guard(m, constants=True)
+    hit(c, m)
+    m.tag = b"v2"
+    assert miss(c, m) == ["L['m'].tag == b'v1' failed: got b'v2'"]
+    m.tag, m.gain = b"v1", 3j
+    assert miss(c, m) == ["L['m'].gain == 2j failed: got 3j"]
+
+
 def test_identity_off_still_checks_metadata() -> None:
     """identity=False accepts a replaced parameter with the same metadata only."""
     m = MLP()

@@ -8,9 +8,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, MutableSet
 from typing import Any, Generic, Optional, TypeVar
 
-__all__ = ["OrderedSet"]
+__all__ = ["SCALAR_TYPES", "OrderedSet", "is_scalar_type"]
 
 T = TypeVar("T")
+
+# The builtin scalar types, decided once for all of jitguard: the immutable builtin values
+# compared by value, whose ``repr`` is (for finite numbers) a literal. Every test is of the
+# exact type (``bool`` is listed apart from ``int``; a subclass is not a scalar). A place
+# that needs a subset says which and why beside it.
+SCALAR_TYPES: tuple[type, ...] = (int, float, complex, str, bytes, bool, type(None))
+_SCALAR_TYPE_IDS = frozenset(id(t) for t in SCALAR_TYPES)
+
+
+def is_scalar_type(tp: Any) -> bool:
+    """``tp`` is one of ``SCALAR_TYPES``, by identity: no metaclass ``__eq__`` or
+    ``__hash__`` of ``tp`` runs."""
+    return id(tp) in _SCALAR_TYPE_IDS
 
 
 class OrderedSet(MutableSet[T], Generic[T]):

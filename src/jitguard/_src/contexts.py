@@ -24,7 +24,7 @@ from typing import Any, Optional
 from ._util import OrderedSet
 from .checkpoints import Checkpointable, GlobalContext, GuardsCheckpointState, ModuleContext
 from .errors import NoCompileContextError, NoTracingContextError
-from .guards import Guard, GuardEnvExpr, Source, is_from_source
+from .guards import Guard, GuardEnvExpr, Source
 from .ids import CompileId, TraceId
 from .integrations import ensure_loaded
 from .stacks import CapturedStack
@@ -105,7 +105,7 @@ class GuardsSet:
     def remove_guards_with_source(self, source: Source) -> None:
         """Delete all guards on ``source`` or on anything derived from it."""
         self.inner = OrderedSet(
-            g for g in self.inner if not is_from_source(g.originating_source, source)
+            g for g in self.inner if source not in g.originating_source.chain()
         )
 
 

@@ -17,7 +17,7 @@ import logging
 import traceback
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar
 
 from .guard_exprs import DuplicateInputs, GuardEnvExpr, ShapeGuard, SLoc, StorageOverlap
 from .guard_source import GuardSource
@@ -37,16 +37,23 @@ __all__ = [
     "Guard",
     "GuardBuilderBase",
     "GuardEnvExpr",
+    "Binder",
+    "FrameSlot",
     "GuardSource",
     "SLoc",
     "ShapeGuard",
     "Source",
     "StorageOverlap",
-    "is_from_source",
     "source_dataclass",
 ]
 
 log = logging.getLogger("jitguard.guards")
+
+# ``bind(obj, hint)``: binds ``obj`` as a constant of generated code and returns its name
+# (``hint`` says what it is); see ``ChainedSource.emit``.
+Binder = Callable[[Any, str], str]
+# Where a root source's value sits in the frame: its locals ``L`` or globals ``G``, by key.
+FrameSlot = tuple[Literal["L", "G"], str]
 
 
 class GuardBuilderBase:
@@ -90,7 +97,8 @@ class Source:
 
     A source keeps three things apart: its identity (its dataclass fields: equality and
     hash), its display (``name()``, a Python expression over ``L`` and ``G``) and its
-    evaluation (``get_value``, plus the code-generation hooks the guard compiler uses).
+    evaluation (a root's ``frame_slot``, a chained source's ``access`` and ``emit``). See
+    [Note: Source protocol] in sources.py.
     """
 
     def is_dict_key(self) -> bool:
@@ -128,11 +136,26 @@ class Source:
         # between processes, so a cached hash would be stale after unpickling elsewhere.
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_jitguard_")}
 
-    # jitguard: evaluation. Roots read the frame; chained sources apply ``access`` to
-    # their base's value. See [Note: Source evaluation] in sources.py.
+    # jitguard: the source protocol ([Note: Source protocol] in sources.py).
+    def frame_slot(self) -> Optional[FrameSlot]:
+        """Where a root source's value sits in the frame (``("L", "x")`` for ``L['x']``);
+        None for a source whose value is not read straight from the frame."""
+        return None
+
+    def chain(self) -> tuple[Source, ...]:
+        """This source, then its base, its base's base, ... down to the root (the one walk
+        of a source's bases: the root is ``chain()[-1]``, the depth ``len(chain()) - 1``,
+        and ``s`` derives from ``t`` when ``t in s.chain()``)."""
+        return (self,)
+
     def get_value(self, f_locals: Any, f_globals: Any) -> Any:
-        """Read this source's value from a frame's locals and globals (slow, reference path)."""
-        raise NotImplementedError(f"{type(self).__name__} does not say how to read its value")
+        """Read this source's value from a frame's locals and globals (slow, reference path):
+        a root reads its ``frame_slot``."""
+        slot = self.frame_slot()
+        if slot is None:
+            raise NotImplementedError(f"{type(self).__name__} does not say how to read its value")
+        scope, key = slot
+        return (f_locals if scope == "L" else f_globals)[key]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,17 +171,31 @@ class ChainedSource(Source):
         return self.base.is_ephemeral()
 
     def get_base(self) -> Source:
-        current: Source = self
-        while isinstance(current, ChainedSource):
-            current = current.base
-        return current
+        """The root this source is derived from."""
+        return self.chain()[-1]
+
+    def chain(self) -> tuple[Source, ...]:
+        links: list[Source] = [self]
+        source = self.base
+        while isinstance(source, ChainedSource):
+            links.append(source)
+            source = source.base
+        links.extend(source.chain())
+        return tuple(links)
 
     def guard_source(self) -> GuardSource:
         return self.base.guard_source()
 
     def access(self, base_value: Any) -> Any:
-        """This source's value given its base's value."""
+        """This source's value given its base's value (the reference path)."""
         raise NotImplementedError(f"{type(self).__name__} does not say how to read its value")
+
+    def emit(self, base: str, bind: Binder) -> str:
+        """A Python expression for this source's value, given the expression ``base`` of its
+        base's value (the compiled path). ``bind(obj, hint)`` binds a constant and returns
+        its name. By default a call of the bound ``access``; the library's sources write
+        the expression itself (``sources.Chained.render``)."""
+        return f"{bind(self.access, 'access')}({base})"
 
     def get_value(self, f_locals: Any, f_globals: Any) -> Any:
         return self.access(self.base.get_value(f_locals, f_globals))
@@ -389,13 +426,3 @@ def _same_or_unset(old: Any, new: Any) -> bool:
         return old() is new() and old() is not None
     return False
 
-
-def is_from_source(source: Source, target: Source) -> bool:
-    """True if ``source`` is ``target`` or is derived from it through a chain of bases."""
-    current: Source = source
-    while True:
-        if current == target:
-            return True
-        if not isinstance(current, ChainedSource):
-            return False
-        current = current.base

@@ -1,57 +1,32 @@
 """The root sources: those read straight from the frame (``L['x']``, ``G['cfg']``, ...) and
 those that name a value no frame holds (the shape environment, global state, ephemerals).
-Re-exported by ``sources``, whose [Note: Source evaluation] says how sources are read.
+Re-exported by ``sources``; [Note: Source protocol] there says how sources work.
 
 May import: errors, guards.
 """
 
 from __future__ import annotations
 
-import keyword
-from collections.abc import Callable
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Optional
 
 from .errors import SourceError, UnreadableSourceError
-from .guards import GuardSource, Source, source_dataclass
+from .guards import FrameSlot, GuardSource, Source, source_dataclass
 
 __all__ = [
     "BackwardStateSource",
-    "Binder",
     "ConstantSource",
     "EphemeralSource",
-    "FrameSlot",
     "GlobalSource",
     "GlobalStateSource",
     "LocalSource",
     "RandomValueSource",
     "ShapeEnvSource",
     "SyntheticLocalSource",
-    "is_plain_identifier",
+    "Unreadable",
 ]
 
-Binder = Callable[[Any, str], str]
-FrameSlot = tuple[Literal["L", "G"], str]
-
-
-def is_plain_identifier(text: str) -> bool:
-    """True if ``text`` can be pasted after a dot: ASCII (so no NFKC folding changes which
-    attribute is read), an identifier, and not a keyword."""
-    return text.isascii() and text.isidentifier() and not keyword.iskeyword(text)
-
-
-class _Root(Source):
-    """A source read straight from the frame."""
-
-    def frame_slot(self) -> FrameSlot:
-        raise NotImplementedError
-
-    def get_value(self, f_locals: Any, f_globals: Any) -> Any:
-        scope, key = self.frame_slot()
-        return (f_locals if scope == "L" else f_globals)[key]
-
-
 @source_dataclass
-class LocalSource(_Root):
+class LocalSource(Source):
     """A local variable of the guarded frame: ``L['x']``.
 
     ``is_input`` (the value is an argument of the frame) is metadata and does not take part
@@ -82,7 +57,7 @@ class LocalSource(_Root):
 
 
 @source_dataclass
-class GlobalSource(_Root):
+class GlobalSource(Source):
     """A global of the guarded frame's module: ``G['cfg']``."""
 
     global_name: str
@@ -102,7 +77,7 @@ class GlobalSource(_Root):
 
 
 @source_dataclass
-class ConstantSource(_Root):
+class ConstantSource(Source):
     """A constant installed as a global under ``source_name``; it cannot be guarded."""
 
     source_name: str
@@ -118,7 +93,7 @@ class ConstantSource(_Root):
 
 
 @source_dataclass
-class RandomValueSource(_Root):
+class RandomValueSource(Source):
     """The ``random_call_index``-th value a JIT pre-drew for a random call; the JIT passes it
     in the frame locals as ``random_value_<index>``."""
 
@@ -135,7 +110,7 @@ class RandomValueSource(_Root):
 
 
 @source_dataclass
-class SyntheticLocalSource(_Root):
+class SyntheticLocalSource(Source):
     """A value the JIT made itself and keeps in the frame locals under ``local_name``.
     Sub-guards (attributes, items) on it are not allowed."""
 
@@ -151,7 +126,10 @@ class SyntheticLocalSource(_Root):
         return ("L", self.local_name)
 
 
-class _Unreadable(Source):
+class Unreadable(Source):
+    """Base of the sources that name something with no value in a frame: ``get_value``
+    raises ``UnreadableSourceError``, and ``frame_slot`` is None. Set ``_what``."""
+
     _what: ClassVar[str] = "this source"
 
     def get_value(self, f_locals: Any, f_globals: Any) -> Any:
@@ -162,7 +140,7 @@ class _Unreadable(Source):
 
 
 @source_dataclass
-class ShapeEnvSource(_Unreadable):
+class ShapeEnvSource(Unreadable):
     """The shape environment: the anchor of SHAPE_ENV guards."""
 
     _what = "the shape environment"
@@ -175,7 +153,7 @@ class ShapeEnvSource(_Unreadable):
 
 
 @source_dataclass
-class GlobalStateSource(_Unreadable):
+class GlobalStateSource(Unreadable):
     """Ambient process state (grad mode and the like): the anchor of GLOBAL_STATE guards."""
 
     _what = "ambient global state"
@@ -188,7 +166,7 @@ class GlobalStateSource(_Unreadable):
 
 
 @source_dataclass
-class BackwardStateSource(_Unreadable):
+class BackwardStateSource(Unreadable):
     """State carried to a backward pass."""
 
     _what = "backward state"
@@ -201,7 +179,7 @@ class BackwardStateSource(_Unreadable):
 
 
 @source_dataclass
-class EphemeralSource(_Unreadable):
+class EphemeralSource(Unreadable):
     """A value that exists only during tracing: ``<ephemeral: desc>``."""
 
     desc: Optional[str] = None

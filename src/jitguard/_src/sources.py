@@ -2,37 +2,60 @@
 (``name()``), says where its root lives (``guard_source()``) and how to read it. The root
 sources live in ``root_sources`` and are re-exported here; the chained ones are here.
 
-May import: errors, guards, root_sources.
+May import: _util, errors, guards, root_sources.
 
-# [Note: Source evaluation]
-# A source is read two ways, and both must agree (the guard compiler's tests check it):
-#   * the reference path, ``source.get_value(f_locals, f_globals)``: a root reads the frame
-#     (``frame_slot()`` says which mapping and key), a chained source applies
-#     ``access(base_value)`` to its base's value;
-#   * the compiled path: a root's ``frame_slot()`` becomes a parameter or ``L[key]``/``G[key]``
-#     read, and a chained source's ``emit(base_expr, bind)`` returns a Python expression that
-#     computes its value from the expression of its base. ``bind(obj, hint)`` binds a constant
-#     in the generated function's namespace and returns its name: keys, attribute names and
-#     indices are always bound, never pasted into source text, so hostile strings cannot
-#     change the generated code.
-# A source whose emit returns its base expression unchanged (the nn-module flavours) is a
-# pure relabelling: the compiler reads its value once, shared with its base.
-# Sources with no frame value (shape env, global state, ephemerals) raise
-# ``UnreadableSourceError`` from ``get_value``; only kinds that need no value (GLOBAL_STATE,
-# SHAPE_ENV) may guard on them.
+# [Note: Source protocol]
+# A source is a small frozen value object; it keeps three things apart:
+#   * identity: its dataclass fields (equality, hash). Build one with ``@source_dataclass``
+#     (frozen, hash cached);
+#   * display: ``name()``, a Python expression over ``L`` and ``G`` (``L['x'].a[0]``);
+#   * evaluation, two ways that must agree (the guard compiler's tests check it):
+#       - the reference path, ``get_value(f_locals, f_globals)``;
+#       - the compiled path, code the guard compiler generates.
+# A root source (``guards.Source``) says where it sits in the frame with ``frame_slot()``
+# (``("L", "x")``): the reference path reads ``f_locals["x"]``, the compiled path a
+# parameter or ``L[key]``/``G[key]``. A source with no frame value (shape env, global state,
+# ephemerals) subclasses ``Unreadable``: no frame slot, and ``get_value`` raises
+# ``UnreadableSourceError``; only kinds that read no value (GLOBAL_STATE, SHAPE_ENV) guard it.
+# A chained source (``guards.ChainedSource``) has a ``base``; ``access(base_value)`` is the
+# reference path and ``emit(base_expr, bind)`` the compiled one: a Python expression for its
+# value, given the expression of its base's value. ``bind(obj, hint)`` binds a constant in
+# the generated function's namespace and returns its name: keys, attribute names and
+# indices are always bound, never pasted into code, so hostile strings cannot change it.
+# The library's chained sources subclass ``Chained`` and write their text once, in
+# ``render(base, bind)``: ``emit`` is ``render`` with the compiler's ``bind``, and ``name()``
+# is ``render`` of the base's name with ``literal`` as ``bind`` (the constant's literal
+# text), computed once and cached. So display and code cannot drift apart:
+#
+#     @source_dataclass
+#     class ItemSource(Chained):
+#         key: str
+#
+#         def render(self, base: str, bind: Binder) -> str:
+#             return f"{base}[{bind(self.key, 'key')}]"
+#
+#         def access(self, base_value: Any) -> Any:
+#             return base_value[self.key]
+#
+# ``guard_source()``, ``is_dict_key()`` and ``is_ephemeral()`` follow the base unless a
+# source says otherwise. A source whose ``render`` returns its base unchanged (``Relabel``:
+# the nn-module flavours) is a pure relabelling: the compiler reads its value once, shared
+# with its base. ``chain()`` is the one walk of a source's bases (root: ``chain()[-1]``).
+# Adding a source never means editing the compiler, the cache or any ``elif`` chain.
 """
 
 from __future__ import annotations
 
 import enum
+import keyword
 import math
 from typing import Any, ClassVar, Optional, Union
 
+from ._util import is_scalar_type
 from .errors import SourceError
-from .guards import ChainedSource, GuardSource, Source, source_dataclass
+from .guards import Binder, ChainedSource, FrameSlot, GuardSource, Source, source_dataclass
 from .root_sources import (
     BackwardStateSource,
-    Binder,
     ConstantSource,
     EphemeralSource,
     GlobalSource,
@@ -41,7 +64,7 @@ from .root_sources import (
     RandomValueSource,
     ShapeEnvSource,
     SyntheticLocalSource,
-    is_plain_identifier,
+    Unreadable,
 )
 
 __all__ = [
@@ -49,6 +72,7 @@ __all__ = [
     "BackwardStateSource",
     "Binder",
     "CellContentsSource",
+    "Chained",
     "ClosureSource",
     "CodeSource",
     "ConstDictKeySource",
@@ -56,12 +80,15 @@ __all__ = [
     "DefaultsSource",
     "EphemeralSource",
     "FSDPNNModuleSource",
+    "FixedAttr",
+    "FrameSlot",
     "GetItemSource",
     "GlobalSource",
     "GlobalStateSource",
     "LocalSource",
     "NNModuleSource",
     "RandomValueSource",
+    "Relabel",
     "ShapeEnvSource",
     "SyntheticLocalSource",
     "TensorProperty",
@@ -69,39 +96,59 @@ __all__ = [
     "TypeSource",
     "UnspecializedBuiltinNNModuleSource",
     "UnspecializedNNModuleSource",
+    "Unreadable",
     "WeakRefCallSource",
+    "has_literal_form",
     "is_plain_identifier",
+    "literal",
 ]
 
 
-_LITERAL_SCALARS = (int, str, bytes, bool, type(None))
-# By identity: ``type(key) in ...`` would call a metaclass ``__eq__``.
-_LITERAL_SCALAR_IDS = frozenset(id(t) for t in _LITERAL_SCALARS)
+def is_plain_identifier(text: str) -> bool:
+    """True if ``text`` can be pasted after a dot: ASCII (so no NFKC folding changes which
+    attribute is read), an identifier, and not a keyword."""
+    return text.isascii() and text.isidentifier() and not keyword.iskeyword(text)
+
+
+def literal(obj: Any, hint: str = "") -> str:
+    """The literal text of a constant in a source's name: the ``bind`` of ``Chained.name``.
+    A slice shows as inside brackets (``1:3``, ``::2``)."""
+    if type(obj) is slice:
+        start, stop, step = ("" if p is None else repr(p) for p in (obj.start, obj.stop, obj.step))
+        return f"{start}:{stop}" + (f":{step}" if step else "")
+    return repr(obj)
+
+
+def has_literal_form(key: Any) -> bool:
+    """``repr(key)`` is a Python literal of an equal key: a builtin scalar (``SCALAR_TYPES``;
+    a float or complex only when finite) or a tuple of these. Decided by exact type identity:
+    a metaclass ``__eq__`` cannot pass a key off as an int."""
+    tp = type(key)
+    if tp is tuple:
+        return all(has_literal_form(k) for k in key)
+    if tp is float:
+        return math.isfinite(key)
+    if tp is complex:
+        return math.isfinite(key.real) and math.isfinite(key.imag)
+    return is_scalar_type(tp)
 
 
 def _check_literal_key(key: Any, what: str) -> None:
     """Keys are shown with ``repr``; allow only values whose repr is a Python literal."""
-    if type(key) is float:
-        if math.isfinite(key):
-            return
-    elif type(key) is tuple:
-        for item in key:
-            _check_literal_key(item, what)
-        return
-    elif id(type(key)) in _LITERAL_SCALAR_IDS:
-        return
-    raise SourceError(
-        f"{what} {key!r} (a {type(key).__name__}) has no literal form, so no source name can "
-        f"show it; use an int, str, bytes, bool, None, finite float or a tuple of these "
-        f"(for a dict key by position use ConstDictKeySource)"
-    )
+    if not has_literal_form(key):
+        raise SourceError(
+            f"{what} {key!r} (a {type(key).__name__}) has no literal form, so no source name "
+            f"can show it; use an int, str, bytes, bool, None, finite float or complex, or a "
+            f"tuple of these (for a dict key by position use ConstDictKeySource)"
+        )
 
 
 # ---- chained sources ----------------------------------------------------------------
 
 
-class _Chained(ChainedSource):
-    """Shared checks and the cached ``name()`` of the chained sources below."""
+class Chained(ChainedSource):
+    """Base of the library's chained sources: a subclass writes ``render`` and ``access``
+    ([Note: Source protocol]); its base must be a source that allows sub-guards."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.base, Source):
@@ -112,23 +159,24 @@ class _Chained(ChainedSource):
                 f"({self.base.guard_source().name})"
             )
 
+    def render(self, base: str, bind: Binder) -> str:
+        """This source as an expression over ``base`` (its base's expression), each constant
+        written as ``bind(constant, hint)``: the one text behind ``name`` and ``emit``."""
+        raise NotImplementedError
+
     def name(self) -> str:
         cached = getattr(self, "_jitguard_name", None)  # see source_dataclass.__hash__
         if cached is None:
-            cached = self._name(self.base.name())
+            cached = self.render(self.base.name(), literal)
             object.__setattr__(self, "_jitguard_name", cached)
         return cached
 
-    def _name(self, base: str) -> str:
-        raise NotImplementedError
-
     def emit(self, base: str, bind: Binder) -> str:
-        """A Python expression for this value, given the expression of its base."""
-        raise NotImplementedError
+        return self.render(base, bind)
 
 
 @source_dataclass
-class AttrSource(_Chained):
+class AttrSource(Chained):
     """An attribute: ``L['x'].weight``, or ``getattr(L['x'], 'a-b')`` when the attribute
     is not a plain identifier."""
 
@@ -144,56 +192,50 @@ class AttrSource(_Chained):
                 f"attribute (AttrSource(AttrSource(base, 'a'), 'b'))"
             )
 
-    def _name(self, base: str) -> str:
-        if is_plain_identifier(self.member):
-            return f"{base}.{self.member}"
-        return f"getattr({base}, {self.member!r})"
-
     def access(self, base_value: Any) -> Any:
         return getattr(base_value, self.member)
 
-    def emit(self, base: str, bind: Binder) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         if is_plain_identifier(self.member):
             return f"{base}.{self.member}"
         return f"getattr({base}, {bind(self.member, 'attr')})"
 
 
-class _FixedAttr(_Chained):
-    _member: ClassVar[str] = ""
+class FixedAttr(Chained):
+    """An attribute every instance of the class reads: ``_member``."""
 
-    def _name(self, base: str) -> str:
-        return f"{base}.{self._member}"
+    _member: ClassVar[str] = ""
 
     def access(self, base_value: Any) -> Any:
         return getattr(base_value, self._member)
 
-    def emit(self, base: str, bind: Binder) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         return f"{base}.{self._member}"
 
 
 @source_dataclass
-class CodeSource(_FixedAttr):
+class CodeSource(FixedAttr):
     """A function's code object: ``L['f'].__code__``."""
 
     _member = "__code__"
 
 
 @source_dataclass
-class ClosureSource(_FixedAttr):
+class ClosureSource(FixedAttr):
     """A function's closure cells: ``L['f'].__closure__``."""
 
     _member = "__closure__"
 
 
 @source_dataclass
-class CellContentsSource(_FixedAttr):
+class CellContentsSource(FixedAttr):
     """What a closure cell holds: ``L['f'].__closure__[0].cell_contents``."""
 
     _member = "cell_contents"
 
 
 @source_dataclass
-class GetItemSource(_Chained):
+class GetItemSource(Chained):
     """An item by index or key: ``L['t'][0]``, ``L['d']['key']``, ``L['t'][1:3]``.
 
     ``index`` must have a literal form (see ``_check_literal_key``). With
@@ -220,22 +262,15 @@ class GetItemSource(_Chained):
     def _key(self) -> Any:
         return slice(*self.index) if self.index_is_slice else self.index
 
-    def _name(self, base: str) -> str:
-        if self.index_is_slice:
-            start, stop, step = ("" if p is None else repr(p) for p in self.index)
-            text = f"{start}:{stop}" + (f":{step}" if step else "")
-            return f"{base}[{text}]"
-        return f"{base}[{self.index!r}]"
-
     def access(self, base_value: Any) -> Any:
         return base_value[self._key()]
 
-    def emit(self, base: str, bind: Binder) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         return f"{base}[{bind(self._key(), 'key')}]"
 
 
 @source_dataclass
-class ConstDictKeySource(_Chained):
+class ConstDictKeySource(Chained):
     """The ``index``-th key of a dict, by insertion order: ``list(dict.keys(L['d']))[0]``."""
 
     index: int
@@ -248,32 +283,26 @@ class ConstDictKeySource(_Chained):
     def is_dict_key(self) -> bool:
         return True
 
-    def _name(self, base: str) -> str:
-        return f"list(dict.keys({base}))[{self.index!r}]"
-
     def access(self, base_value: Any) -> Any:
         return list(dict.keys(base_value))[self.index]
 
-    def emit(self, base: str, bind: Binder) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         return f"list(dict.keys({base}))[{bind(self.index, 'pos')}]"
 
 
 @source_dataclass
-class TypeSource(_Chained):
+class TypeSource(Chained):
     """The exact type of a value: ``type(L['x'])``."""
-
-    def _name(self, base: str) -> str:
-        return f"type({base})"
 
     def access(self, base_value: Any) -> Any:
         return type(base_value)
 
-    def emit(self, base: str, bind: Binder) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         return f"type({base})"
 
 
 @source_dataclass
-class DefaultsSource(_Chained):
+class DefaultsSource(Chained):
     """A function default: ``G['g'].__defaults__[0]``, or with ``is_kw``
     ``G['g'].__kwdefaults__['k']``."""
 
@@ -292,27 +321,21 @@ class DefaultsSource(_Chained):
     def _attr(self) -> str:
         return "__kwdefaults__" if self.is_kw else "__defaults__"
 
-    def _name(self, base: str) -> str:
-        return f"{base}.{self._attr()}[{self.idx_key!r}]"
-
     def access(self, base_value: Any) -> Any:
         return getattr(base_value, self._attr())[self.idx_key]
 
-    def emit(self, base: str, bind: Binder) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         return f"{base}.{self._attr()}[{bind(self.idx_key, 'default')}]"
 
 
 @source_dataclass
-class WeakRefCallSource(_Chained):
+class WeakRefCallSource(Chained):
     """A weak reference, called: ``L['w']()``."""
-
-    def _name(self, base: str) -> str:
-        return f"{base}()"
 
     def access(self, base_value: Any) -> Any:
         return base_value()
 
-    def emit(self, base: str, bind: Binder) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         return f"{base}()"
 
 
@@ -328,7 +351,7 @@ class TensorProperty(enum.Enum):
 
 
 @source_dataclass
-class TensorPropertySource(_Chained):
+class TensorPropertySource(Chained):
     """``L['x'].size()[1]``, ``L['x'].stride()[0]`` or ``L['x'].storage_offset()``.
 
     Duck-typed: any value with these methods works, so no torch import is needed."""
@@ -346,17 +369,12 @@ class TensorPropertySource(_Chained):
         elif type(self.idx) is not int:
             raise SourceError(f"{self.prop.method_name()}() needs an int index, got {self.idx!r}")
 
-    def _name(self, base: str) -> str:
-        if self.prop is TensorProperty.STORAGE_OFFSET:
-            return f"{base}.storage_offset()"
-        return f"{base}.{self.prop.method_name()}()[{self.idx!r}]"
-
     def access(self, base_value: Any) -> Any:
         if self.prop is TensorProperty.STORAGE_OFFSET:
             return base_value.storage_offset()
         return getattr(base_value, self.prop.method_name())()[self.idx]
 
-    def emit(self, base: str, bind: Binder) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         if self.prop is TensorProperty.STORAGE_OFFSET:
             return f"{base}.storage_offset()"
         return f"{base}.{self.prop.method_name()}()[{bind(self.idx, 'dim')}]"
@@ -365,14 +383,11 @@ class TensorPropertySource(_Chained):
 # ---- nn-module flavours: the same value, a different GuardSource ---------------------
 
 
-class _Relabel(_Chained):
+class Relabel(Chained):
     """Names and reads its base's value unchanged; only the guard source differs."""
 
     _local: ClassVar[GuardSource]
     _global: ClassVar[GuardSource]
-
-    def _name(self, base: str) -> str:
-        return base
 
     def guard_source(self) -> GuardSource:
         return self._local if self.base.guard_source().is_local() else self._global
@@ -380,12 +395,12 @@ class _Relabel(_Chained):
     def access(self, base_value: Any) -> Any:
         return base_value
 
-    def emit(self, base: str, bind: Binder) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         return base
 
 
 @source_dataclass
-class NNModuleSource(_Relabel):
+class NNModuleSource(Relabel):
     """A module whose parameters and structure the JIT specialized on."""
 
     _local = GuardSource.LOCAL_SPECIALIZED_NN_MODULE
@@ -393,7 +408,7 @@ class NNModuleSource(_Relabel):
 
 
 @source_dataclass
-class UnspecializedNNModuleSource(_Relabel):
+class UnspecializedNNModuleSource(Relabel):
     """A user module traced like an ordinary object."""
 
     _local = GuardSource.LOCAL_UNSPECIALIZED_NN_MODULE
@@ -401,7 +416,7 @@ class UnspecializedNNModuleSource(_Relabel):
 
 
 @source_dataclass
-class UnspecializedBuiltinNNModuleSource(_Relabel):
+class UnspecializedBuiltinNNModuleSource(Relabel):
     """A library (built-in) module traced like an ordinary object."""
 
     _local = GuardSource.LOCAL_UNSPECIALIZED_BUILTIN_NN_MODULE
@@ -409,7 +424,7 @@ class UnspecializedBuiltinNNModuleSource(_Relabel):
 
 
 @source_dataclass
-class FSDPNNModuleSource(_Relabel):
+class FSDPNNModuleSource(Relabel):
     """A module managed by FSDP."""
 
     _local = GuardSource.LOCAL_FSDP_MODULE

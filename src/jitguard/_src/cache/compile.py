@@ -38,7 +38,7 @@ from ..compiler.check import CheckFunction, compile_guards
 from ..contexts import CompileContext, TracingContext, compile_context, tracing
 from ..errors import JitGuardError, RestartCompile
 from ..global_state import global_states
-from ..guards import ChainedSource, Source
+from ..guards import Source
 from ..ids import CompileId
 from ..sources import GlobalStateSource, LocalSource
 from .entry import CacheEntry
@@ -52,12 +52,7 @@ __all__ = ["CompileJob", "Compiled", "covered", "int_value_sources"]
 
 def covered(source: Source, marked: frozenset[Source]) -> bool:
     """True if ``source`` or a source it is derived from is in ``marked``."""
-    while True:
-        if source in marked:
-            return True
-        if not isinstance(source, ChainedSource):
-            return False
-        source = source.base
+    return not marked.isdisjoint(source.chain())
 
 
 class Compiled:

@@ -1,7 +1,7 @@
 """``CacheEntry``: one compiled specialization, the facts its guards pin, and how
 specialized it is.
 
-May import: guards, ids, sources, compiler.*, cache.signature.
+May import: _util, guards, ids, sources, compiler.*, cache.signature.
 
 # [Note: Facts of an entry]
 # A guard kind may say that its guard pins a hashable *fact* of its source's value
@@ -43,6 +43,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple, Optional, Union
 
+from .._util import is_scalar_type
 from ..compiler import builtin_kinds as bk
 from ..compiler.builder import Leaf
 from ..compiler.check import CheckFunction
@@ -127,9 +128,6 @@ _BUILTIN_FACTS: dict[str, tuple[tuple[type, ...], Callable[[Any], tuple[Any, ...
 }
 
 
-_VALUE_TYPES = (int, float, complex, str, bytes, bool, type(None))
-
-
 def _has_zero(value: Any) -> bool:
     """A float or complex zero (0.0 and -0.0 are one dict key), also inside a tuple."""
     tp = type(value)
@@ -174,7 +172,7 @@ def _leaf_fact(
     builtin = _BUILTIN_FACTS.get(name)
     if builtin is not None and type(leaf.kind) in builtin[0]:
         components = builtin[1](expected)
-        if name == "value" and not any(components[0] is t for t in _VALUE_TYPES):
+        if name == "value" and not is_scalar_type(components[0]):
             return None  # the dispatcher hashes a "value" part: builtin scalars only
         exact = _exact_fact(name, components)
         dim = Dim(pos, source.local_name, name)

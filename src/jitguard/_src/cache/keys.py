@@ -1,7 +1,7 @@
 """The layout of index keys and the code generated for it: the dispatcher (the specialized
 function itself) and the careful key function.
 
-May import: compiler.codecache, cache.signature, cache.entry.
+May import: _util, compiler.codecache, cache.signature, cache.entry.
 
 # [Note: Key layout]
 # Keys are laid out per snapshot (``Layout``) to keep the hit path short:
@@ -39,6 +39,7 @@ import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple, Optional
 
+from .._util import SCALAR_TYPES
 from ..compiler.codecache import compile_generated, forget, generated_filename
 from .entry import MISS_SLOT, CacheEntry, Dim, Slot
 from .signature import Signature
@@ -72,7 +73,7 @@ def empty_index() -> dict[Any, Any]:
     return {LINEAR: MISS_SLOT, FOLLOWERS: {LINEAR: ()}}
 
 _TYPED = ("value", "type", "type_len", "type_keys")
-_SCALAR_TYPE_IDS = frozenset(id(t) for t in (int, float, complex, str, bytes, bool, type(None)))
+_SCALAR_TYPE_IDS = frozenset(id(t) for t in SCALAR_TYPES)
 
 
 class Layout(NamedTuple):

@@ -1,7 +1,7 @@
 """The default guards for arguments: a registry of rules by type (``ArgPolicy``), what a rule
 is given (``ArgContext``), and the built-in rules.
 
-May import: errors, guards, sources, contexts, compiler.*.
+May import: _util, errors, guards, sources, contexts, compiler.*.
 
 # [Note: Argument rules]
 # Before the user's compiler runs, every parameter value is *visited*: the policy finds the
@@ -49,16 +49,16 @@ from __future__ import annotations
 import collections
 import enum
 import functools
-import math
 import threading
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
+from .._util import SCALAR_TYPES, is_scalar_type
 from ..compiler.builder import GuardBuilder
 from ..errors import SourceError
-from ..guards import ChainedSource, Guard, Source
-from ..sources import AttrSource, GetItemSource, LocalSource
+from ..guards import Guard, Source
+from ..sources import AttrSource, GetItemSource, LocalSource, has_literal_form
 
 __all__ = [
     "ArgContext",
@@ -72,12 +72,11 @@ __all__ = [
 ArgRule = Callable[["ArgContext", Source, Any], None]
 
 _MISSING: Any = object()
-_SCALARS = (int, float, complex, str, bytes)
-_SCALAR_IDS = frozenset(id(t) for t in _SCALARS)
-_CONSTANT_IDS = frozenset(id(t) for t in (*_SCALARS, bool, type(None)))
+# The scalars a dynamic marking relaxes to a type guard (a dynamic bool or None is no use).
+_DYNAMIC_SCALAR_IDS = frozenset(id(t) for t in SCALAR_TYPES if t is not bool and t is not type(None))
 # Functions are not here: their attributes, defaults and ``__dict__`` can be mutated.
 _IMMUTABLE = (
-    int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range, slice, type,
+    *SCALAR_TYPES, tuple, frozenset, range, slice, type,
     types.BuiltinFunctionType, types.MethodType, types.ModuleType,
     types.CodeType, type(Ellipsis), type(NotImplemented), enum.Enum,
 )
@@ -316,9 +315,8 @@ class ArgContext:
 
 def root_name(source: Source) -> Optional[str]:
     """The parameter a source starts from, if it starts from a ``LocalSource``."""
-    while isinstance(source, ChainedSource):
-        source = source.base
-    return source.local_name if isinstance(source, LocalSource) else None
+    root = source.chain()[-1]
+    return root.local_name if isinstance(root, LocalSource) else None
 
 
 # ---- the built-in rules ------------------------------------------------------------------
@@ -338,7 +336,7 @@ def object_rule(ctx: ArgContext, source: Source, value: Any) -> None:
 
 def scalar_rule(ctx: ArgContext, source: Source, value: Any) -> None:
     """By value; a dynamic scalar by exact type."""
-    if ctx.is_dynamic(source) and id(type(value)) in _SCALAR_IDS:
+    if ctx.is_dynamic(source) and id(type(value)) in _DYNAMIC_SCALAR_IDS:
         ctx.by_type(source, value)
     else:
         ctx.by_value(source, value)
@@ -351,21 +349,10 @@ def sequence_rule(ctx: ArgContext, source: Source, value: Any) -> None:
         ctx.visit(GetItemSource(source, i), item)
 
 
-def _literal_key(key: Any) -> bool:
-    """A dict key a source can name, decided by exact type identity (a metaclass ``__eq__``
-    must not pass a key off as an int)."""
-    tp = type(key)
-    if tp is tuple:
-        return all(_literal_key(k) for k in key)
-    if tp is float:
-        return math.isfinite(key)
-    return tp is int or tp is str or tp is bytes or tp is bool or key is None
-
-
 def mapping_rule(ctx: ArgContext, source: Source, value: Any) -> None:
     """Exact type, keys in order and every value."""
     keys = list(dict.keys(value))
-    if not all(_literal_key(k) for k in keys):
+    if not all(has_literal_form(k) for k in keys):
         ctx.as_object(source, value)
         return
     try:
@@ -401,7 +388,7 @@ def _constant(value: Any) -> bool:
     """A scalar or a frozenset of constants, by exact type identity."""
     if type(value) is frozenset:
         return all(_constant(v) for v in value)
-    return id(type(value)) in _CONSTANT_IDS
+    return is_scalar_type(type(value))
 
 
 def frozenset_rule(ctx: ArgContext, source: Source, value: Any) -> None:
@@ -426,7 +413,7 @@ def slice_rule(ctx: ArgContext, source: Source, value: Any) -> None:
 
 default_policy = ArgPolicy(base=None)
 _tp: type
-for _tp in (*_SCALARS, bool, type(None)):
+for _tp in SCALAR_TYPES:
     default_policy.register(_tp, scalar_rule, subclasses=False)
 for _tp in (tuple, list):
     default_policy.register(_tp, sequence_rule, subclasses=False)

@@ -1,7 +1,7 @@
 """Recompile reasons: why the entries closest to a call rejected it, as records computed
 when read, log lines, per-guard counts, and the bounded history that keeps them.
 
-May import: ids, compiler.reference, cache.entry.
+May import: _util, ids, compiler.reference, cache.entry.
 
 # [Note: Recompile reasons]
 # On a miss with entries present, the reasons cover the entries *closest* to the call
@@ -38,6 +38,7 @@ import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
+from .._util import is_scalar_type
 from ..compiler.reference import GuardFailure
 from ..ids import CompileId
 from .entry import CacheEntry
@@ -61,15 +62,12 @@ EXPLAINED = 8
 # How many recompile records a function keeps, by default.
 HISTORY = 64
 
-_SCALARS = frozenset(id(t) for t in (int, float, complex, str, bytes, bool, type(None)))
-
-
 def keepable(values: tuple[Any, ...], depth: int = 0) -> bool:
     """True if every value is an immutable scalar, or a tuple of them (decided by exact
     type): explaining them later gives the text explaining them now would."""
     for v in values:
         tp = type(v)
-        if id(tp) in _SCALARS:
+        if is_scalar_type(tp):
             continue
         if tp is tuple and depth < 4 and keepable(v, depth + 1):
             continue

@@ -1,6 +1,6 @@
 """A specialized function's signature, and the small functions generated from it.
 
-May import: nothing from jitguard (the standard library only).
+May import: compiler.codecache.
 
 # [Note: Parameter values]
 # Everywhere in the cache a call is its *parameter values*: one value per parameter of
@@ -40,17 +40,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-import itertools
-import linecache
 import types
-import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple, Optional
 
-__all__ = ["DEFAULT", "Signature", "internal_prefix", "register_source"]
+from ..compiler.codecache import compile_generated, generated_filename
+
+__all__ = ["DEFAULT", "Signature", "internal_prefix"]
 
 _P = inspect.Parameter
-_counter = itertools.count()
 _CO_VARARGS = inspect.CO_VARARGS
 _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 
@@ -75,16 +73,6 @@ def internal_prefix(names: tuple[str, ...]) -> str:
     while any(n.startswith(prefix) for n in names):
         prefix += "_"
     return prefix
-
-
-def register_source(text: str, what: str, owner: Any = None) -> str:
-    """Register generated source in ``linecache`` (tracebacks and pdb show it); returns the
-    filename to compile it under. With ``owner``, the entry goes when the owner does."""
-    filename = f"<jitguard {what}#{next(_counter)}>"
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    if owner is not None:
-        weakref.finalize(owner, linecache.cache.pop, filename, None)
-    return filename
 
 
 # ---- the parameters Python binds with ------------------------------------------------------
@@ -275,7 +263,7 @@ class Signature:
             f"    return ({self.values}{',' if len(self.params) == 1 else ''})\n"
         )
         ns = dict(self.namespace)
-        exec(compile(source, register_source(source, "signature", self), "exec"), ns)
+        compile_generated(source, generated_filename("signature"), owner=self).run(ns)
         self.forward: Callable[..., Any] = ns[f"{p_}forward"]
         self._bind: Callable[..., tuple[Any, ...]] = ns[f"{p_}bind"]
         self._bind.__qualname__ = self.fn_name

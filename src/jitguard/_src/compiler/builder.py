@@ -93,11 +93,11 @@ class GuardBuilder(GuardBuilderBase, metaclass=_BuilderType):
         if value is not _MISSING:
             return value
         try:
-            if isinstance(source, ChainedSource) and hasattr(source, "access"):
+            if isinstance(source, ChainedSource):
                 value = source.access(self.get(source.base))
             else:
-                slot = getattr(source, "frame_slot", None)
-                if slot is not None and not self._has_globals and slot()[0] == "G":
+                slot = source.frame_slot()
+                if slot is not None and not self._has_globals and slot[0] == "G":
                     raise GuardCompileError(
                         f"{source.name()} reads a global but no f_globals was given"
                     )

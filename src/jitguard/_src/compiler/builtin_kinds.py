@@ -3,7 +3,7 @@ attribute (``GuardBuilder.TYPE_MATCH`` ...). The kinds on values and containers 
 those on types and identity in ``identity_kinds``, GLOBAL_STATE in ``global_state_kind``,
 what a constant is and strict equality in ``constants``.
 
-May import: errors, compiler.values, compiler.kinds, compiler.constants,
+May import: _util, errors, compiler.values, compiler.kinds, compiler.constants,
 compiler.identity_kinds, compiler.global_state_kind.
 
 Failure texts follow the forms users know from torch.compile: ``L['n'] == 7 failed: got 8``,
@@ -16,10 +16,10 @@ import math
 from collections.abc import Hashable
 from typing import Any, Optional
 
+from .._util import is_scalar_type
 from ..errors import GuardKindError
 from .constants import (
     EXACT_EQ_TYPES,
-    SCALAR_TYPES,
     is_constant,
     is_enum_member,
     needs_strict,
@@ -106,7 +106,7 @@ class EqualsMatch(GuardKind):
         tp = type(params)
         if is_enum_member(params):
             return ctx.identical(var, Ident(params), "member")
-        if one_of(tp, SCALAR_TYPES) and not needs_strict(params):
+        if is_scalar_type(tp) and not needs_strict(params):
             type_ok = ctx.identical(f"type({var})", Ident(tp), "type")
             return f"{type_ok} and {var} == {ctx.const(params, 'value')}"
         if tp is float and math.isnan(params):
@@ -126,7 +126,7 @@ class EqualsMatch(GuardKind):
     def fact(self, params: Any) -> Optional[tuple[str, Hashable]]:
         if is_enum_member(params):
             return ("id", id(params))
-        if needs_strict(params) or not one_of(type(params), SCALAR_TYPES):
+        if needs_strict(params) or not is_scalar_type(type(params)):
             return None
         return ("value", (type(params), params))
 

@@ -32,42 +32,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ..guards import ChainedSource, Source
 from ..sources import LocalSource, is_plain_identifier
-from . import chunks
+from . import chunks, writer
 from .builder import Leaf
 from .codecache import generated_filename
-from .writer import (
-    CODE_NAME,
-    RETURN_TRUE,
-    Body,
-    GeneratedCode,
-    Namespace,
-    OnWeak,
-    Values,
-    comment,
-    write_function,
-)
+from .writer import GeneratedCode, OnWeak
 
 __all__ = ["GeneratedCode", "generate", "leaf_order_key"]
-
-
-def _depth(source: Source) -> int:
-    depth = 0
-    while isinstance(source, ChainedSource):
-        source = source.base
-        depth += 1
-    return depth
 
 
 def leaf_order_key(leaf: Leaf) -> tuple[int, int, int]:
     """Shallow before deep, cheap before costly; relational and ambient leaves last."""
     kind, sources = leaf.kind, leaf.sources
     epilogue = 1 if (kind.relational or not kind.reads_value) else 0
+    # A source's depth: how many bases it stands on.
     if len(sources) == 1:
-        depth = _depth(sources[0])
+        depth = len(sources[0].chain()) - 1
     else:
-        depth = max([_depth(s) for s in sources], default=0)
+        depth = max([len(s.chain()) for s in sources], default=1) - 1
     return (epilogue, depth, kind.cost)
 
 
@@ -84,7 +66,7 @@ def generate(
     With ``arg_names`` the function takes those locals positionally; otherwise it takes one
     mapping of locals. Globals are read from ``f_globals`` at call time.
     """
-    values = Values()
+    values = writer.Values()
     if arg_names is not None:
         params = []
         for i, arg in enumerate(arg_names):
@@ -97,20 +79,20 @@ def generate(
         values.mapping = values.new(-1, "L")
         signature = "L"
     fname = "check_" + "".join(c if c.isalnum() and c.isascii() else "_" for c in name)
-    filename = generated_filename(f"check {comment(name)}")
+    filename = generated_filename(f"check {writer.comment(name)}")
     if len(leaves) > chunks.CHUNK_ABOVE:
         return chunks.generate_chunked(
             leaves, values, params, signature, arg_names=arg_names, f_globals=f_globals,
             on_weak=on_weak, fname=fname, filename=filename,
         )
-    code_def = f"def {CODE_NAME}({signature}):"
+    code_def = f"def {writer.CODE_NAME}({signature}):"
     shown_def = f"def {fname}({signature}):"
-    body = Body(0, Namespace(on_weak), values, arg_names, f_globals, None)
+    body = writer.Body(0, writer.Namespace(on_weak), values, arg_names, f_globals, None)
     for leaf in leaves:
         body.add(leaf)
     ns = body.ns.ns
-    fn, text = write_function(
-        code_def, shown_def, body.code, body.comments, RETURN_TRUE, ns, filename, fname
+    fn, text = writer.write_function(
+        code_def, shown_def, body.code, body.comments, writer.RETURN_TRUE, ns, filename, fname
     )
     ns[fname] = fn
     return GeneratedCode(fn, text, filename, ns)

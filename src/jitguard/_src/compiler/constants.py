@@ -1,6 +1,6 @@
 """Constants a guard can pin by value, and the strict equality EQUALS_MATCH means by it.
 
-May import: nothing from jitguard.
+May import: _util.
 """
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import enum
 import math
 from typing import Any
 
+from .._util import SCALAR_TYPES
+
 __all__ = [
     "EXACT_EQ_TYPES",
-    "SCALAR_TYPES",
     "is_constant",
     "is_enum_member",
     "needs_strict",
@@ -20,9 +21,9 @@ __all__ = [
     "strict_equal",
 ]
 
-SCALAR_TYPES = (int, float, complex, str, bytes, bool, type(None))
-# Types whose ``==`` between two values of the type is exact equality.
-EXACT_EQ_TYPES = (str, bytes, int, bool, type(None))
+# The scalars whose ``==`` between two values of the type is exact equality: not float and
+# complex (``0.0 == -0.0``, NaN).
+EXACT_EQ_TYPES = tuple(t for t in SCALAR_TYPES if t is not float and t is not complex)
 # A list, not a set: membership is decided by identity (see one_of).
 _CONSTANT_TYPES: list[type] = [*SCALAR_TYPES, tuple, frozenset, range, slice]
 

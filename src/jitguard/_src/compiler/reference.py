@@ -67,7 +67,7 @@ class _Reader:
         if source in self.errors:
             raise self.errors[source]
         try:
-            if isinstance(source, ChainedSource) and hasattr(source, "access"):
+            if isinstance(source, ChainedSource):
                 value = source.access(self.read(source.base))
             else:
                 value = source.get_value(self.f_locals, self.f_globals)

@@ -1,7 +1,7 @@
 """Helpers shared by the guard kinds: safe display of values and how a kind refers to an
 object by identity.
 
-May import: nothing from jitguard but errors.
+May import: errors, _util.
 
 # [Note: Identity binding]
 # An identity guard must never hit on a different object that happens to reuse a dead
@@ -24,11 +24,10 @@ import types
 import weakref
 from typing import Any
 
+from .._util import is_scalar_type
+
 __all__ = ["Ident", "describe_ident", "is_long_lived", "show", "type_name"]
 
-_SCALARS = (int, float, complex, str, bytes, bool, type(None))
-# Membership by identity: ``type(v) in _SCALARS`` would call a metaclass ``__eq__``.
-_SCALAR_IDS = frozenset(id(t) for t in _SCALARS)
 _SEQUENCE_IDS = frozenset(id(t) for t in (tuple, list, frozenset))
 _BUILTIN_IDS = frozenset(id(v) for v in vars(builtins).values())
 
@@ -66,9 +65,9 @@ def is_long_lived(obj: Any) -> bool:
 def show(value: Any, limit: int = 80) -> str:
     """Text for a value in a failure reason, never running user code: ``repr`` for builtin
     scalars and small containers of them, else ``<TypeName object>``."""
-    if id(type(value)) in _SCALAR_IDS or (
+    if is_scalar_type(type(value)) or (
         id(type(value)) in _SEQUENCE_IDS and len(value) <= 16
-        and all(id(type(v)) in _SCALAR_IDS for v in value)
+        and all(is_scalar_type(type(v)) for v in value)
     ):
         text = repr(value)
         return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -159,6 +158,6 @@ def describe_ident(ident: Ident) -> str:
             return f"<function {getattr(obj, '__qualname__', '?')}>"
     except Exception:
         pass
-    if id(type(obj)) in _SCALAR_IDS:
+    if is_scalar_type(type(obj)):
         return show(obj)
     return f"<{ident.type_name} object at {hex(ident.id)}>"

@@ -2,7 +2,7 @@
 values it holds in variables, its body (a read per source, a test per leaf), and compiling
 it. ``codegen`` writes a check as one function; ``chunks`` as several.
 
-May import: errors, guards, compiler.kinds, compiler.builder, compiler.values,
+May import: _util, errors, guards, sources, compiler.kinds, compiler.builder, compiler.values,
 compiler.codecache.
 
 See [Note: Generated check functions] in ``codegen``.
@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
+from .._util import is_scalar_type
 from ..errors import GuardCompileError
 from ..guards import ChainedSource, Source
 from ..sources import is_plain_identifier
@@ -34,8 +35,6 @@ __all__ = [
     "write_function",
 ]
 
-# By identity: hashing or comparing a type runs its metaclass ``__hash__``/``__eq__``.
-_SCALAR_IDS = frozenset(id(t) for t in (int, float, complex, str, bytes, bool, type(None)))
 # Every check function (and chunk) is compiled as ``def ___check(...)`` and renamed, so that
 # its code text does not depend on its name ([Note: Compiled-code reuse]).
 CODE_NAME = "___check"
@@ -79,7 +78,7 @@ class Namespace(EmitContext):
         # short strs are cached objects), would make the code text depend on which values
         # happen to coincide, and defeat [Note: Compiled-code reuse]. Other objects (a
         # function, the globals dict) are shared by identity.
-        if id(type(obj)) in _SCALAR_IDS or not self._share:
+        if is_scalar_type(type(obj)) or not self._share:
             prefix = self._prefixes.get(hint)
             name = f"{prefix}{next(self._n)}" if prefix is not None else self._name(hint)
             self.ns[name] = obj
@@ -212,13 +211,7 @@ class Body:
             return self.outer(value, source.name())
         if isinstance(source, ChainedSource):
             base = self.read(source.base)
-            how = _HOW.get(type(source))
-            if how is None:
-                how = _HOW[type(source)] = _how_to_read(type(source))
-            if how == 1:
-                expr = source.emit(base, self._const)  # type: ignore[attr-defined]
-            else:
-                expr = f"{self._const(source.access, 'access')}({base})"
+            expr = source.emit(base, self._const)
             if expr == base:
                 values.where[source] = values.where[source.base]
                 return base
@@ -233,13 +226,13 @@ class Body:
         return var
 
     def _root(self, source: Source) -> str:
-        slot = getattr(source, "frame_slot", None)
+        slot = source.frame_slot()
         if slot is None:
             raise GuardCompileError(
                 f"{source.name() or type(source).__name__} is a root source with no frame "
                 f"slot; it cannot be read by a check function"
             )
-        scope, key = slot()
+        scope, key = slot
         ns = self.ns
         if scope == "L":
             if self.arg_names is not None:
@@ -263,18 +256,6 @@ class Body:
             return
         self.code += (f"        if not ({expr}):", "            return False")
         self.comments += (f"{kind.name}: {leaf.code()}", "")
-
-
-# How a chained source type is read: 1 by its ``emit``, 2 by calling its ``access``.
-_HOW: dict[type, int] = {}
-
-
-def _how_to_read(tp: type) -> int:
-    if hasattr(tp, "emit"):
-        return 1
-    if hasattr(tp, "access"):
-        return 2
-    raise GuardCompileError(f"{tp.__name__} says no way to read its value")
 
 
 def write_function(

@@ -48,18 +48,20 @@ import functools
 import inspect
 import logging
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Optional
 
 import torch
 
+from .._util import is_scalar_type
+from ..cache.compile import covered
 from ..cache.request import CompileRequest
 from ..cache.specialize import FunctionCache, cache_of, specialize
 from ..compiler.builder import GuardBuilder
 from ..compiler.kinds import get_guard_kind
 from ..contexts import CompileContext
 from ..global_state import global_states
-from ..guards import ChainedSource, Guard, Source
+from ..guards import Guard, Source
 from ..sources import (
     AttrSource,
     CellContentsSource,
@@ -70,7 +72,6 @@ from ..sources import (
 from .autocast_reads import UNKNOWN, autocast_dtype_reads
 from .automatic import marked_dims, size_only_changes
 from .global_reads import (
-    CONSTANTS,
     GlobalsRoot,
     HelperGlobals,
     codes_run_with,
@@ -135,16 +136,6 @@ def _batched_checker() -> bool:
     return checker_available()
 
 
-def _covered(source: Source, marked: Iterable[Source]) -> bool:
-    marked = frozenset(marked)
-    while True:
-        if source in marked:
-            return True
-        if not isinstance(source, ChainedSource):
-            return False
-        source = source.base
-
-
 def _is_tensor_match(guard: Guard) -> bool:
     try:
         kind, _ = get_guard_kind(guard.create_fn)
@@ -181,7 +172,7 @@ class TorchCompiler:
         ndim = t.dim()
         if self.dynamic is False:
             return frozenset()
-        if self.dynamic is True or _covered(leaf.source, request.dynamic_sources):
+        if self.dynamic is True or covered(leaf.source, request.dynamic_sources):
             return frozenset(range(ndim))
         dims = set(marked_dims(t)) | self.auto_dims.get(leaf.source, set())
         return frozenset(d for d in dims if d < ndim)
@@ -197,15 +188,15 @@ class TorchCompiler:
         dyn_dims = {leaf.source: self._dims_for(request, leaf) for leaf in leaves if leaf.is_tensor}
         dyn_ints = frozenset(
             leaf.source for leaf in leaves
-            if type(leaf.value) is int and _covered(leaf.source, request.dynamic_sources)
+            if type(leaf.value) is int and covered(leaf.source, request.dynamic_sources)
         )
         for leaf in leaves:
             # dynamic in the cache but constant to the trace: guard by value after all
             if (
                 not leaf.is_tensor
                 and leaf.source not in dyn_ints
-                and type(leaf.value) in CONSTANTS
-                and _covered(leaf.source, request.dynamic_sources)
+                and is_scalar_type(type(leaf.value))
+                and covered(leaf.source, request.dynamic_sources)
             ):
                 request.add_guard(leaf.source, GuardBuilder.CONSTANT_MATCH)
         watch = [(leaf.source, leaf.value) for leaf in leaves if watchable(leaf.value)]
@@ -316,7 +307,7 @@ class TorchCompiler:
                 continue
             obj = reads.objects[source]
             for attr, value in list(getattr(obj, "__dict__", {}).items()):
-                if type(value) in CONSTANTS:
+                if is_scalar_type(type(value)):
                     guard_baked(request, AttrSource(source, attr), value)
         for source, names in reads.by_source.items():
             obj = reads.objects[source]
@@ -334,7 +325,7 @@ class TorchCompiler:
                 # is baked in like an instance one (methods are pinned by the type)
                 if attr not in attrs and not (is_module and attr in _MODULE_CLASS_MACHINERY):
                     value = inspect.getattr_static(obj, attr, _MISSING)
-                    if type(value) in CONSTANTS:
+                    if is_scalar_type(type(value)):
                         guard_baked(request, AttrSource(source, attr), value)
 
     def _guard_callable(

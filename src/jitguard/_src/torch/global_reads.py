@@ -1,7 +1,7 @@
 """The globals a trace bakes in: which module dict the compiled code reads, which code of it
 ran while tracing, and the guards for what that code named.
 
-May import: jitguard._src.guards, jitguard._src.sources, jitguard._src.compiler.builder,
+May import: jitguard._src._util, jitguard._src.guards, jitguard._src.sources, jitguard._src.compiler.builder,
 jitguard._src.cache.request, torch.
 
 # [Note: Globals read by helpers]
@@ -46,13 +46,13 @@ from typing import Any, NamedTuple, Optional
 
 import torch
 
+from .._util import SCALAR_TYPES, is_scalar_type
 from ..cache.request import CompileRequest
 from ..compiler.builder import GuardBuilder
 from ..guards import Source
 from ..sources import AttrSource, GetItemSource, GlobalSource
 
 __all__ = [
-    "CONSTANTS",
     "GlobalsRoot",
     "HelperGlobals",
     "codes_run_with",
@@ -64,7 +64,6 @@ __all__ = [
 
 log = logging.getLogger("jitguard.torch")
 
-CONSTANTS = (int, float, bool, str, type(None), complex, bytes)
 # Modules whose attributes are not guarded when a traced function reads them off a global.
 _LIBRARY_ROOTS = frozenset(sys.stdlib_module_names) | {"torch", "jitguard", "builtins"}
 
@@ -78,7 +77,7 @@ def plain_object(v: Any) -> bool:
     """An instance of a user class, whose attributes a function may read (not a module,
     class, function or other callable, tensor or constant)."""
     return (
-        not isinstance(v, (torch.Tensor, type, types.ModuleType, *CONSTANTS))
+        not isinstance(v, (torch.Tensor, type, types.ModuleType, *SCALAR_TYPES))
         and not callable(v)
         and type(v).__module__ != "builtins"
         and isinstance(getattr(v, "__dict__", None), dict)
@@ -328,8 +327,8 @@ def _module_attribute_loads(
                 user = not _is_library(holder.__name__) and ins.argval in holder.__dict__
             elif isinstance(holder, type):
                 # a class attribute that is a constant (``Config.SCALE``)
-                user = not _is_library(holder.__module__) and type(
-                    inspect.getattr_static(holder, ins.argval, None)) in CONSTANTS
+                user = not _is_library(holder.__module__) and is_scalar_type(
+                    type(inspect.getattr_static(holder, ins.argval, None)))
             else:
                 user = False
             if user:

@@ -2,7 +2,7 @@
 flag, and ``module_guards``, the guards that pin a module argument (its kinds are in
 ``module_kinds``).
 
-May import: jitguard._src.errors, jitguard._src.guards, jitguard._src.sources,
+May import: jitguard._src._util, jitguard._src.errors, jitguard._src.guards, jitguard._src.sources,
 jitguard._src.compiler.kinds, jitguard._src.compiler.values, jitguard._src.torch.batched,
 torch.
 
@@ -48,6 +48,7 @@ from typing import Any, Optional
 
 import torch
 
+from .._util import is_scalar_type
 from ..compiler.kinds import create_fn_for
 from ..compiler.values import type_name
 from ..errors import GuardKindError
@@ -113,13 +114,10 @@ def module_path_source(root: Source, module: torch.nn.Module, path: str) -> Sour
 # ---- module_guards --------------------------------------------------------------------------
 
 
-_CONSTANT_TYPES = (int, float, bool, str, type(None))
-
-
 def _is_constant(value: Any) -> bool:
     if type(value) is tuple:
         return all(_is_constant(v) for v in value)
-    return type(value) in _CONSTANT_TYPES
+    return is_scalar_type(type(value))
 
 
 def module_guards(

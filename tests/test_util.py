@@ -1,0 +1,40 @@
+"""Tests for jitguard._src._util: the builtin scalar types, decided once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jitguard._src._util import SCALAR_TYPES, is_scalar_type
+
+
+class LyingMeta(type):
+    """A metaclass whose classes claim to equal (and hash like) int."""
+
+    def __eq__(cls, other: object) -> bool:
+        return True
+
+    def __hash__(cls) -> int:
+        return hash(int)
+
+
+class PosingAsInt(metaclass=LyingMeta):
+    pass
+
+
+class MyInt(int):
+    pass
+
+
+def test_scalar_types_are_the_seven_builtin_scalars() -> None:
+    """Exactly int, float, complex, str, bytes, bool and NoneType."""
+    assert set(SCALAR_TYPES) == {int, float, complex, str, bytes, bool, type(None)}
+    assert len(SCALAR_TYPES) == 7
+
+
+def test_is_scalar_type_is_by_identity() -> None:
+    """Only the exact builtin types count: no subclass, no metaclass that lies about ==."""
+    values: list[Any] = [0, 0.5, 1j, "s", b"b", True, None]
+    assert all(is_scalar_type(type(v)) for v in values)
+    assert not is_scalar_type(MyInt) and not is_scalar_type(PosingAsInt)
+    assert PosingAsInt == int  # noqa: E721  (the lie, which is_scalar_type never asks)
+    assert not is_scalar_type(tuple) and not is_scalar_type(type)
