@@ -56,7 +56,7 @@ def test_parse_rejects_unknown_name() -> None:
     assert str(info.value) == (
         "JITGUARD_LOGS/set_logs: 'recompile' is not a jitguard log; write names separated by "
         "commas, '+name' for DEBUG, '-name' for ERROR only, 'all' for every log; the logs are: "
-        "compile, dispatch, guards, recompiles, torch, trace"
+        "codegen, compile, dispatch, guards, recompiles, torch, trace"
     )
     with pytest.raises(ValueError, match="'re compiles' is not a jitguard log"):
         logs.parse_logs("re compiles")
@@ -74,6 +74,15 @@ def test_set_logs_string_turns_on_with_handler(capsys: pytest.CaptureFixture[str
     assert len(err) == 2
     assert err[0].startswith("I") and err[0].endswith(" jitguard.recompiles] first line")
     assert err[1].endswith(" jitguard.recompiles] second line")
+
+
+def test_codegen_log_shows_generated_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    """+codegen prints the text of each generated check."""
+    jg.set_logs("+codegen")
+    f = jg.specialize(lambda n: n, global_state=False)
+    f(41)
+    err = capsys.readouterr().err
+    assert "jitguard.codegen] generated <jitguard check" in err and "== ___" in err
 
 
 def test_set_logs_keywords() -> None:

@@ -4,7 +4,7 @@ May import: nothing from jitguard (the standard library only).
 
 # [Note: Log switches]
 # jitguard logs on a few named loggers (``LOGS``: ``recompiles``, ``guards``, ``dispatch``,
-# ``compile``, ``trace``, ``torch``, each ``jitguard.<name>``). ``JITGUARD_LOGS`` (read
+# ``compile``, ``codegen``, ``trace``, ``torch``, each ``jitguard.<name>``). ``JITGUARD_LOGS`` (read
 # once, when jitguard is imported) and ``set_logs(...)`` take the same text, the way
 # ``TORCH_LOGS`` does: names separated by commas, ``+name`` for DEBUG, ``-name`` for ERROR
 # only, a bare name for INFO, ``all`` for every name. A name that is turned on gets that
@@ -49,6 +49,7 @@ LOGS: dict[str, str] = {
     "guards": "the guards of every new entry, one line each (INFO)",
     "dispatch": "misses and what served them (INFO); hits found off the fast path (DEBUG)",
     "compile": "every compile: its id, time, guard count and check cost (INFO)",
+    "codegen": "the text of every generated check, chunk and dispatcher (DEBUG: +codegen)",
     "trace": "where the structured trace is written (INFO)",
     "torch": "the torch integration (INFO)",
 }
