@@ -16,7 +16,12 @@ import pytest
 from _helpers import record_compiles
 from jitguard import GuardBuilder, LocalSource, compile_guards, specialize
 from jitguard._src.compiler import codecache
-from jitguard._src.compiler.codecache import compile_generated, forget, generated_filename
+from jitguard._src.compiler.codecache import (
+    compile_generated,
+    forget,
+    generated_filename,
+    internal_prefix,
+)
 
 TEXT = "def f(x):\n    return 10 // x\n"
 SHOWN = "def f(x):\n    return 10 // x  # divides\n"
@@ -40,6 +45,13 @@ def test_generated_filename_says_what_and_counts() -> None:
     """File names read ``<jitguard WHAT#N>`` and never repeat."""
     a, b = generated_filename("check f"), generated_filename("check f")
     assert re.fullmatch(r"<jitguard check f#\d+>", a) and a != b
+
+
+def test_internal_prefix_starts_no_given_name() -> None:
+    """The prefix for made-up names lengthens until no name it must not shadow starts with it."""
+    assert internal_prefix(["x", "y"]) == "___j"
+    p = internal_prefix(iter(["___j", "___j_t", "x"]))
+    assert p == "___j__" and not any(n.startswith(p) for n in ("___j", "___j_t", "x"))
 
 
 def test_code_runs_under_its_file_name_with_the_shown_text() -> None:
@@ -132,8 +144,8 @@ def test_logged_at_debug_and_formatted_only_then(caplog: pytest.LogCaptureFixtur
 
 
 def test_every_generator_goes_through_it(caplog: pytest.LogCaptureFixture) -> None:
-    """Check functions and the specializing cache's generated code are all logged, each
-    under its own readable file name that linecache knows."""
+    """Check functions, the signature and the dispatcher are all logged, each under its own
+    readable file name that linecache knows."""
     with caplog.at_level(logging.DEBUG, logger="jitguard.codegen"):
         check = compile_guards(
             [LocalSource("n").make_guard(GuardBuilder.EQUALS_MATCH)],
@@ -148,6 +160,9 @@ def test_every_generator_goes_through_it(caplog: pytest.LogCaptureFixture) -> No
     names = [re.match(r"generated (<jitguard .*>):\n", r.getMessage()) for r in caplog.records]
     filenames = [m.group(1) for m in names if m]
     assert len(filenames) == len(caplog.records)
-    assert check.filename in filenames
-    assert any(f.startswith("<jitguard signature#") for f in filenames)
-    assert [f for f in filenames if not linecache.getlines(f)] == []
+    assert check.filename in filenames and linecache.getlines(check.filename)
+    (signature,) = [f for f in filenames if f.startswith("<jitguard signature#")]
+    assert linecache.getlines(signature)
+    # The dispatcher regenerates as entries come; the file of the one installed stays.
+    dispatchers = [f for f in filenames if f.startswith("<jitguard dispatch twice#")]
+    assert dispatchers and linecache.getlines(dispatchers[-1])

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("guard_source",),
     ("guards", "guard_exprs"),
     ("root_sources",),
-    ("sources",),
+    ("sources", "more_sources"),
     ("global_state",),
     ("checkpoints",),
     ("contexts",),

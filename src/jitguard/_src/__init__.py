@@ -3,7 +3,7 @@
 # [Note: Layering]
 # Modules import one way, lowest first:
 #   errors, _util, stacks, weak, config, integrations, logs, structured  <-  ids
-#   <-  guard_source  <-  guards, guard_exprs  <-  root_sources  <-  sources
+#   <-  guard_source  <-  guards, guard_exprs  <-  root_sources  <-  sources, more_sources
 #   <-  global_state  <-  checkpoints  <-  contexts  <-  compiler  <-  cache  <-  torch
 # A module may import only modules to its left or in its own group (and the standard
 # library); the public package ``jitguard`` sits above all of them. The base

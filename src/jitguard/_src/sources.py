@@ -41,7 +41,10 @@ May import: _util, errors, guards, root_sources.
 # source says otherwise. A source whose ``render`` returns its base unchanged (``Relabel``:
 # the nn-module flavours) is a pure relabelling: the compiler reads its value once, shared
 # with its base. ``chain()`` is the one walk of a source's bases (root: ``chain()[-1]``).
-# Adding a source never means editing the compiler, the cache or any ``elif`` chain.
+# Adding a source never means editing the compiler, the cache or any ``elif`` chain: a new
+# family of sources goes in a module of its own above this one (add it to [Note: Layering]),
+# built on these bases (``Chained``, ``FixedAttr``, ``Relabel``, ``Unreadable``, or
+# ``guards.Source`` with a ``frame_slot`` for a root).
 """
 
 from __future__ import annotations
@@ -384,10 +387,19 @@ class TensorPropertySource(Chained):
 
 
 class Relabel(Chained):
-    """Names and reads its base's value unchanged; only the guard source differs."""
+    """Names and reads its base's value unchanged; only the guard source differs: the
+    ``GuardSource`` member ``LOCAL_<_flavour>`` or ``GLOBAL_<_flavour>``, as the base's is
+    local or not."""
 
+    _flavour: ClassVar[str] = ""
     _local: ClassVar[GuardSource]
     _global: ClassVar[GuardSource]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls._flavour:
+            cls._local = GuardSource["LOCAL_" + cls._flavour]
+            cls._global = GuardSource["GLOBAL_" + cls._flavour]
 
     def guard_source(self) -> GuardSource:
         return self._local if self.base.guard_source().is_local() else self._global
@@ -403,29 +415,25 @@ class Relabel(Chained):
 class NNModuleSource(Relabel):
     """A module whose parameters and structure the JIT specialized on."""
 
-    _local = GuardSource.LOCAL_SPECIALIZED_NN_MODULE
-    _global = GuardSource.GLOBAL_SPECIALIZED_NN_MODULE
+    _flavour = "SPECIALIZED_NN_MODULE"
 
 
 @source_dataclass
 class UnspecializedNNModuleSource(Relabel):
     """A user module traced like an ordinary object."""
 
-    _local = GuardSource.LOCAL_UNSPECIALIZED_NN_MODULE
-    _global = GuardSource.GLOBAL_UNSPECIALIZED_NN_MODULE
+    _flavour = "UNSPECIALIZED_NN_MODULE"
 
 
 @source_dataclass
 class UnspecializedBuiltinNNModuleSource(Relabel):
     """A library (built-in) module traced like an ordinary object."""
 
-    _local = GuardSource.LOCAL_UNSPECIALIZED_BUILTIN_NN_MODULE
-    _global = GuardSource.GLOBAL_UNSPECIALIZED_BUILTIN_NN_MODULE
+    _flavour = "UNSPECIALIZED_BUILTIN_NN_MODULE"
 
 
 @source_dataclass
 class FSDPNNModuleSource(Relabel):
     """A module managed by FSDP."""
 
-    _local = GuardSource.LOCAL_FSDP_MODULE
-    _global = GuardSource.GLOBAL_FSDP_MODULE
+    _flavour = "FSDP_MODULE"

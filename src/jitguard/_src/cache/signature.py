@@ -44,7 +44,7 @@ import types
 from collections.abc import Callable
 from typing import Any, NamedTuple, Optional
 
-from ..compiler.codecache import compile_generated, generated_filename
+from ..compiler.codecache import compile_generated, generated_filename, internal_prefix
 
 __all__ = ["DEFAULT", "Signature", "internal_prefix"]
 
@@ -65,14 +65,6 @@ class _Default:
 
 
 DEFAULT: Any = _Default()
-
-
-def internal_prefix(names: tuple[str, ...]) -> str:
-    """A prefix for generated names that no parameter name starts with."""
-    prefix = "___j"
-    while any(n.startswith(prefix) for n in names):
-        prefix += "_"
-    return prefix
 
 
 # ---- the parameters Python binds with ------------------------------------------------------

@@ -5,10 +5,10 @@ reference evaluator, failure reasons.
 May import: everything below ``compiler`` in [Note: Layering].
 
 Modules, lowest first: ``codecache`` (compiling generated code, for every layer that
-generates some) and ``constants`` (what a constant is, strict equality) import nothing of
-jitguard; ``values`` (safe display of values, identity binding) <- ``kinds`` (the GuardKind
+generates some; it imports nothing of jitguard) and ``constants`` (what a constant is,
+strict equality); ``values`` (safe display of values, identity binding) <- ``kinds`` (the GuardKind
 protocol and registry) <- ``identity_kinds``, ``global_state_kind`` <- ``builtin_kinds``
-(registers them all) <- ``builder`` (GuardBuilder) <- ``shape`` (SHAPE_ENV) <- ``reference``
-<- ``writer`` (one generated function) <- ``chunks`` <- ``codegen`` <- ``check``
+(registers them all) <- ``python_kinds`` (kinds a bytecode frontend needs) <- ``builder``
+(GuardBuilder) <- ``shape`` (SHAPE_ENV) <- ``reference`` <- ``writer`` (one generated function) <- ``chunks`` <- ``codegen`` <- ``check``
 (CheckFunction, compile_guards).
 """

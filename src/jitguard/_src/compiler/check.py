@@ -16,6 +16,7 @@ from typing import Any, Optional
 from ..errors import GuardCompileError
 from ..guards import Guard, GuardEnvExpr, Source
 from . import builtin_kinds as _builtin_kinds  # noqa: F401  (registers the kinds)
+from . import python_kinds as _python_kinds  # noqa: F401  (registers the kinds)
 from .builder import GuardBuilder, Leaf
 from .codecache import forget
 from .codegen import generate, leaf_order_key

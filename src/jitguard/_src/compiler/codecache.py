@@ -24,8 +24,9 @@ Every piece of code jitguard generates goes through ``compile_generated``:
   * [Note: Compiled-code reuse].
 
 Names a generated text makes up must not collide with the names it reads (a parameter may be
-called ``Exception``): ``cache.signature.internal_prefix`` gives a prefix no parameter name
-starts with, and the guard compiler binds every constant as ``___hint_N``.
+called ``Exception``): ``internal_prefix(names)`` gives a prefix none of them starts with, to
+begin every made-up name (the guard compiler's check functions take their parameters as
+``l_NAME`` and bind every constant as ``___hint_N``, so need none).
 
 # [Note: Compiled-code reuse]
 # ``compile()`` is most of the cost of building a large check. The code that is compiled
@@ -51,6 +52,7 @@ import sys
 import threading
 import types
 import weakref
+from collections.abc import Iterable
 from typing import Any, Optional
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "compile_generated",
     "forget",
     "generated_filename",
+    "internal_prefix",
 ]
 
 log = logging.getLogger("jitguard.codegen")
@@ -69,6 +72,16 @@ _PLACEHOLDER = "<jitguard generated>"
 _cache: dict[str, types.CodeType] = {}  # text -> module code compiled under _PLACEHOLDER
 _lock = threading.Lock()
 _counter = itertools.count()
+
+
+def internal_prefix(names: Iterable[str]) -> str:
+    """A prefix for the names a generated text makes up that none of ``names`` (the names
+    it must not shadow: parameters, globals it reads) starts with."""
+    names = tuple(names)
+    prefix = "___j"
+    while any(n.startswith(prefix) for n in names):
+        prefix += "_"
+    return prefix
 
 
 def generated_filename(what: str) -> str:

@@ -11,7 +11,8 @@ torch into jitguard's registries:
   * guard kinds: TENSOR_MATCH (``tensor_match``), TENSORS_MATCH (``batched``: many tensors
     in one call of torch's C++ checker), NO_TENSOR_ALIASING and STORAGE_OVERLAP
     (``aliasing``, with the ``StorageOverlap`` environment handler), NN_MODULE_STATE and
-    NN_MODULE_GLOBAL_HOOKS (``module_kinds``), so ``GuardBuilder.TENSOR_MATCH`` and the rest
+    NN_MODULE_GLOBAL_HOOKS (``module_kinds``), the kinds guard conversion from TorchDynamo
+    needs (``dynamo_kinds``: DIMENSION_DYNAMIC_MARKING, DICT_VERSION, DEFAULT_DEVICE, ...), so ``GuardBuilder.TENSOR_MATCH`` and the rest
     exist, and TORCH_GLOBAL_STATE as an alias of GLOBAL_STATE (``ambient``);
   * EQUALS_MATCH constants: ``torch.dtype``, ``torch.device``, ``torch.Size``,
     ``torch.layout``, ``torch.memory_format``;
@@ -47,6 +48,7 @@ def install() -> None:
             aliasing,
             ambient,
             batched,
+            dynamo_kinds,
             fake,
             logging_bridge,
             module_kinds,
@@ -65,6 +67,7 @@ def install() -> None:
             aliasing.STORAGE_OVERLAP,
             module_kinds.ModuleState(),
             module_kinds.ModuleGlobalHooks(),
+            *dynamo_kinds.dynamo_kinds(),
         ):
             kinds.register_guard_kind(kind, replace=True)
         ambient.register_alias()

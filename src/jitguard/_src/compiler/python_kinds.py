@@ -1,0 +1,233 @@
+"""Guard kinds for plain Python facts a bytecode frontend (TorchDynamo) relies on that the
+built-in kinds do not state: an attribute absent from an instance dict, an item in a set,
+an empty hooks dict, and ID_MATCH under the readable names Dynamo gives it for modules,
+builtins and classes. Registered on import (``GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT``).
+
+May import: errors, compiler.kinds, compiler.identity_kinds, compiler.values.
+
+Failure texts restate the check in the form Dynamo prints for the same guard
+(``not ___dict_contains('forward', L['m'].__dict__)``), then say what was found.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Hashable
+from typing import Any, NamedTuple, Optional
+
+from ..errors import GuardKindError
+from .identity_kinds import IdMatch
+from .kinds import EmitContext, GuardKind, register_guard_kind
+from .values import Ident, describe_ident, show, type_name
+
+__all__ = [
+    "BuiltinMatch",
+    "ClassMatch",
+    "EmptyHooksDict",
+    "ModuleMatch",
+    "NotPresentInGenericDict",
+    "SetContains",
+]
+
+
+def _set_contains(value: Any, key: Any) -> bool:
+    """``key`` is in the set or frozenset ``value``, by the set's own lookup (a subclass's
+    ``__contains__`` is not run); anything else raises TypeError."""
+    if isinstance(value, set):
+        return set.__contains__(value, key)
+    return frozenset.__contains__(value, key)
+
+
+def _instance_dict(value: Any) -> Any:
+    return object.__getattribute__(value, "__dict__")
+
+
+class _AttrsSpec(NamedTuple):
+    attrs: tuple[str, ...]
+    plain: Optional[Ident]  # the build-time type, when ``v.__dict__`` is the instance dict
+
+
+def _plain_type(tp: type) -> Optional[Ident]:
+    """``Ident(tp)`` when, for instances of ``tp``, ``v.__dict__`` reads the instance dict
+    exactly as ``object.__getattribute__(v, '__dict__')`` does: ``tp`` keeps object's
+    ``__getattribute__`` and its ``__dict__`` is the interpreter's own getset descriptor."""
+    if getattr(tp, "__getattribute__", None) is not object.__getattribute__:
+        return None
+    for klass in tp.__mro__:
+        descr = klass.__dict__.get("__dict__")
+        if descr is not None:
+            if type(descr) is not types.GetSetDescriptorType or descr.__objclass__ is not klass:
+                return None
+            return Ident(tp)
+    return None
+
+
+class NotPresentInGenericDict(GuardKind):
+    """None of the attribute names ``attrs=`` is a key of the value's instance ``__dict__``
+    (so a class attribute such as a module's ``forward`` is not shadowed per instance).
+    ``attr=`` names one attribute. Values without an instance dict fail."""
+
+    name = "NOT_PRESENT_IN_GENERIC_DICT"
+    cost = 3
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> Any:
+        attrs: Any = options.pop("attrs", None)
+        if "attr" in options:
+            if attrs is not None:
+                raise GuardKindError(f"{self.name} on {guard.name}: give attr= or attrs=, not both")
+            attrs = (options.pop("attr"),)
+        if options or not attrs:
+            raise GuardKindError(
+                f"{self.name} on {guard.name} takes attr= (one name) or attrs= (a tuple of "
+                f"names), got {sorted(options) or 'neither'}"
+            )
+        if isinstance(attrs, str) or not all(isinstance(a, str) for a in attrs):
+            raise GuardKindError(f"{self.name} on {guard.name}: attrs= must be a tuple of str")
+        return _AttrsSpec(tuple(dict.fromkeys(attrs)), _plain_type(type(value)))
+
+    def holds(self, value: Any, params: Any) -> bool:
+        try:
+            d = _instance_dict(value)
+        except AttributeError:
+            return False
+        return all(a not in d for a in params.attrs)
+
+    def emit(self, var: str, params: Any, ctx: EmitContext) -> str:
+        read = f"{ctx.const(object.__getattribute__, 'getattribute')}({var}, '__dict__')"
+        if params.plain is not None:
+            # For the build-time type ``v.__dict__`` is the instance dict itself (no
+            # __getattribute__ override, the standard descriptor): one attribute read.
+            plain = ctx.identical(f"type({var})", params.plain, "type")
+            read = f"({var}.__dict__ if {plain} else {read})"
+        if len(params.attrs) == 1:
+            return f"{ctx.const(params.attrs[0], 'attr')} not in {read}"
+        return f"{read}.keys().isdisjoint({ctx.const(params.attrs, 'attrs')})"
+
+    def code(self, name: str, params: Any) -> str:
+        return " and ".join(f"not ___dict_contains({a!r}, {name}.__dict__)" for a in params.attrs)
+
+    def reason(self, name: str, value: Any, params: Any) -> str:
+        try:
+            d = _instance_dict(value)
+        except AttributeError:
+            return f"{self.code(name, params)} failed: {show(value)} has no __dict__"
+        for a in params.attrs:
+            if a in d:
+                return f"not ___dict_contains({a!r}, {name}.__dict__) failed: it is set on the instance"
+        return f"{self.code(name, params)} failed"
+
+
+class SetContains(GuardKind):
+    """``key=`` is in the set (or frozenset), by the set's own lookup; with ``invert=True``,
+    it is not."""
+
+    name = "SET_CONTAINS"
+    cost = 4
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Any, bool]:
+        unknown = set(options) - {"key", "invert"}
+        if unknown or "key" not in options:
+            raise GuardKindError(
+                f"SET_CONTAINS on {guard.name} takes key= and optional invert=, got {sorted(options)}"
+            )
+        hash(options["key"])
+        return (options["key"], bool(options.get("invert", False)))
+
+    def holds(self, value: Any, params: tuple[Any, bool]) -> bool:
+        return _set_contains(value, params[0]) is not params[1]
+
+    def emit(self, var: str, params: tuple[Any, bool], ctx: EmitContext) -> str:
+        test = f"{ctx.const(_set_contains, 'set_contains')}({var}, {ctx.const(params[0], 'key')})"
+        return f"not {test}" if params[1] else test
+
+    def code(self, name: str, params: tuple[Any, bool]) -> str:
+        return f"{'not ' if params[1] else ''}set.__contains__({name}, {show(params[0])})"
+
+    def reason(self, name: str, value: Any, params: tuple[Any, bool]) -> str:
+        if not isinstance(value, (set, frozenset)):
+            return f"{self.code(name, params)} failed: got {type_name(type(value))}, not a set"
+        return f"{self.code(name, params)} failed"
+
+
+class EmptyHooksDict(GuardKind):
+    """The value (a module's hooks dict) is empty: ``not value``. For a dict that is
+    ``len(value) == 0``; Dynamo emits it for every hooks dict of every module a graph
+    calls, so the check is one truth test, no call."""
+
+    name = "EMPTY_NN_MODULE_HOOKS_DICT"
+    cost = 1
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> None:
+        super().expect(value, guard, **options)
+        if value:
+            raise GuardKindError(
+                f"{self.name} on {guard.name}: the hooks dict is not empty ({show(value)}); "
+                f"guard its contents instead"
+            )
+
+    def holds(self, value: Any, params: None) -> bool:
+        return not value
+
+    def emit(self, var: str, params: None, ctx: EmitContext) -> str:
+        return f"not {var}"
+
+    def code(self, name: str, params: None) -> str:
+        return f"not {name}"
+
+    def reason(self, name: str, value: Any, params: None) -> str:
+        try:
+            n = f"{len(value)} entries"
+        except Exception:
+            n = show(value)
+        return f"not {name} failed: a hook was registered ({n})"
+
+    def fact(self, params: None) -> Optional[tuple[str, Hashable]]:
+        return ("empty", True)
+
+    def fact_of(self, fact: str, value: Any) -> Hashable:
+        return not value
+
+
+class _NamedIdMatch(IdMatch):
+    """ID_MATCH under the name Dynamo uses when the object is a module, builtin or class.
+    Same meaning, params and reasons as ID_MATCH."""
+
+    _what = "object"
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> Ident:
+        if options:
+            raise GuardKindError(f"{self.name} takes no options, got {sorted(options)}")
+        return Ident(value)
+
+    def code(self, name: str, params: Ident) -> str:
+        return f"{name} is {describe_ident(params)}"
+
+
+class ModuleMatch(_NamedIdMatch):
+    """The value is one particular Python module (an ID_MATCH)."""
+
+    name = "MODULE_MATCH"
+
+
+class BuiltinMatch(_NamedIdMatch):
+    """The value is one particular builtin function (an ID_MATCH)."""
+
+    name = "BUILTIN_MATCH"
+
+
+class ClassMatch(_NamedIdMatch):
+    """The value is one particular class (an ID_MATCH)."""
+
+    name = "CLASS_MATCH"
+
+
+for _kind in (
+    NotPresentInGenericDict(),
+    SetContains(),
+    EmptyHooksDict(),
+    ModuleMatch(),
+    BuiltinMatch(),
+    ClassMatch(),
+):
+    register_guard_kind(_kind)
+del _kind

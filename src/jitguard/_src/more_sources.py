@@ -1,0 +1,193 @@
+"""More chained sources, for values a bytecode frontend (TorchDynamo) reads in ways the
+core library (``sources``) has no source for. Each keeps the ``name()`` Dynamo gives the same
+read, so a converted guard names its value as torch does.
+
+May import: errors, guards, sources.
+
+Every source here reads its value bypassing user overrides, exactly as the C++ accessor
+torch uses for it does: ``DictGetItemSource`` through ``dict.__getitem__`` (a dict
+subclass's ``__getitem__`` is not run), ``ListGetItemSource`` through ``list.__getitem__``,
+``GenericAttrSource`` through ``object.__getattribute__``. See [Note: Source evaluation] in
+sources.py for the two read paths (``access`` and ``emit``) each source provides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import SourceError
+from .guards import ChainedSource, Source, source_dataclass
+from .sources import Binder, ConstDictKeySource
+
+__all__ = [
+    "ClosureCellSource",
+    "DictGetItemSource",
+    "GenericAttrSource",
+    "ListGetItemSource",
+    "TypeMROSource",
+]
+
+_LITERALS = (int, str, bytes, bool, type(None))
+
+
+def _is_literal_key(key: Any) -> bool:
+    """The key's ``repr`` is a Python literal that reads back as an equal key of the same
+    type (so the source's name says exactly which key)."""
+    tp = type(key)
+    if tp is float:
+        return key == key and key not in (float("inf"), float("-inf"))
+    if tp is tuple:
+        return all(_is_literal_key(k) for k in key)
+    return any(tp is t for t in _LITERALS)
+
+
+class _Chained(ChainedSource):
+    """The shared base check and the cached ``name()``."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.base, Source):
+            raise SourceError(f"{type(self).__name__} needs a Source as base, got {self.base!r}")
+        if not self.base.subguards_allowed():
+            raise SourceError(
+                f"{type(self).__name__} on {self.base.name()}: its base allows no sub-guards "
+                f"({self.base.guard_source().name})"
+            )
+
+    def name(self) -> str:
+        cached = getattr(self, "_jitguard_name", None)
+        if cached is None:
+            cached = self._name(self.base.name())
+            object.__setattr__(self, "_jitguard_name", cached)
+        return cached
+
+    def _name(self, base: str) -> str:
+        raise NotImplementedError
+
+    def emit(self, base: str, bind: Binder) -> str:
+        raise NotImplementedError
+
+
+@source_dataclass
+class DictGetItemSource(_Chained):
+    """A dict item read with ``dict.__getitem__``: ``L['d']['k']``. ``index`` is a literal key
+    or a ``ConstDictKeySource`` on the same dict (the item at that key position, named
+    ``L['d'][list(dict.keys(L['d']))[0]]``)."""
+
+    index: Any
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.index, ConstDictKeySource):
+            if self.index.base != self.base:
+                raise SourceError(
+                    f"DictGetItemSource key {self.index.name()} is a key of another dict than "
+                    f"{self.base.name()}"
+                )
+        elif not _is_literal_key(self.index):
+            raise SourceError(
+                f"DictGetItemSource key {self.index!r} (a {type(self.index).__name__}) has no "
+                f"literal form; use a ConstDictKeySource (the key by position) instead"
+            )
+
+    def _name(self, base: str) -> str:
+        if isinstance(self.index, ConstDictKeySource):
+            return f"{base}[{self.index.name()}]"
+        return f"{base}[{self.index!r}]"
+
+    def access(self, base_value: Any) -> Any:
+        if isinstance(self.index, ConstDictKeySource):
+            return dict.__getitem__(base_value, self.index.access(base_value))
+        return dict.__getitem__(base_value, self.index)
+
+    def emit(self, base: str, bind: Binder) -> str:
+        getitem = bind(dict.__getitem__, "dict_getitem")
+        if isinstance(self.index, ConstDictKeySource):
+            return f"{getitem}({base}, {self.index.emit(base, bind)})"
+        return f"{getitem}({base}, {bind(self.index, 'key')})"
+
+
+@source_dataclass
+class ListGetItemSource(_Chained):
+    """A list item read with ``list.__getitem__``: ``list.__getitem__(L['xs'], 3)``."""
+
+    index: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if type(self.index) is not int:
+            raise SourceError(f"ListGetItemSource index must be an int, got {self.index!r}")
+
+    def _name(self, base: str) -> str:
+        return f"list.__getitem__({base}, {self.index!r})"
+
+    def access(self, base_value: Any) -> Any:
+        return list.__getitem__(base_value, self.index)
+
+    def emit(self, base: str, bind: Binder) -> str:
+        return f"{bind(list.__getitem__, 'list_getitem')}({base}, {bind(self.index, 'index')})"
+
+
+@source_dataclass
+class GenericAttrSource(_Chained):
+    """An attribute read with ``object.__getattribute__`` (no ``__getattr__`` or
+    ``__getattribute__`` override runs): ``object.__getattribute__(L['o'], 'a')``."""
+
+    member: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.member, str):
+            raise SourceError(f"GenericAttrSource member must be a str, got {self.member!r}")
+
+    def _name(self, base: str) -> str:
+        return f"object.__getattribute__({base}, {self.member!r})"
+
+    def access(self, base_value: Any) -> Any:
+        return object.__getattribute__(base_value, self.member)
+
+    def emit(self, base: str, bind: Binder) -> str:
+        read = bind(object.__getattribute__, "getattribute")
+        return f"{read}({base}, {bind(self.member, 'attr')})"
+
+
+@source_dataclass
+class TypeMROSource(_Chained):
+    """A class's method resolution order: ``L['t'].__mro__``."""
+
+    def _name(self, base: str) -> str:
+        return f"{base}.__mro__"
+
+    def access(self, base_value: Any) -> Any:
+        return base_value.__mro__
+
+    def emit(self, base: str, bind: Binder) -> str:
+        return f"{base}.__mro__"
+
+
+@source_dataclass
+class ClosureCellSource(_Chained):
+    """What a free variable of a function holds, named as the function's frame sees it:
+    ``L['scale']``. ``base`` is a source for the function itself (wherever the caller keeps
+    it); the value is ``base.__closure__[index].cell_contents``, read at check time, so a
+    cell rebound after compiling is seen. ``var`` is the free variable's name."""
+
+    var: str
+    index: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.var, str) or type(self.index) is not int or self.index < 0:
+            raise SourceError(
+                f"ClosureCellSource needs a variable name and a cell index, got "
+                f"{self.var!r}, {self.index!r}"
+            )
+
+    def _name(self, base: str) -> str:
+        return f"L[{self.var!r}]"
+
+    def access(self, base_value: Any) -> Any:
+        return base_value.__closure__[self.index].cell_contents
+
+    def emit(self, base: str, bind: Binder) -> str:
+        return f"{base}.__closure__[{bind(self.index, 'cell')}].cell_contents"
+

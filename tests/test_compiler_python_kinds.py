@@ -1,0 +1,96 @@
+"""The kinds of compiler.python_kinds: what passes, what fails, the exact failure text, and
+the generated check agreeing with the reference evaluator."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from jitguard import GuardBuilder, GuardKindError, LocalSource, compile_guards
+
+L = LocalSource("x")
+
+
+def check_of(create_fn: Any, value: Any, source: Any = L) -> Any:
+    return compile_guards([source.make_guard(create_fn)], f_locals={"x": value}, arg_names=["x"])
+
+
+def agree(check: Any, value: Any) -> bool:
+    got = check(value)
+    assert got == check.reference(value)
+    return bool(got)
+
+
+class Mod:
+    def forward(self) -> int:
+        return 1
+
+
+def test_not_present_in_generic_dict() -> None:
+    """An attribute set on the instance (shadowing the class's) fails, with Dynamo's text."""
+    fn = functools.partial(GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT, attrs=("forward", "__call__"))
+    m = Mod()
+    check = check_of(fn, m)
+    assert agree(check, Mod())
+    m.forward = lambda: 2  # type: ignore[method-assign]
+    assert not agree(check, m)
+    assert [f.reason for f in check.explain(m)] == [
+        "not ___dict_contains('forward', L['x'].__dict__) failed: it is set on the instance"
+    ]
+    assert not agree(check, 3)  # no __dict__
+
+
+def test_not_present_in_generic_dict_one_attr() -> None:
+    """``attr=`` names one attribute; bad options are refused."""
+    check = check_of(functools.partial(GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT, attr="forward"), Mod())
+    assert agree(check, Mod())
+    with pytest.raises(GuardKindError):
+        check_of(GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT, Mod())
+
+
+class LyingSet(set):  # type: ignore[type-arg]
+    def __contains__(self, item: Any) -> bool:
+        return True
+
+
+def test_set_contains_sets_and_frozensets() -> None:
+    """SET_CONTAINS reads a set's own lookup, for sets and frozensets; invert=True negates."""
+    check = check_of(functools.partial(GuardBuilder.SET_CONTAINS, key=3), {1, 3})
+    assert agree(check, {3}) and agree(check, frozenset({3}))
+    assert not agree(check, {1}) and not agree(check, LyingSet())
+    assert not agree(check, [3])
+    assert [f.reason for f in check.explain({1})] == ["set.__contains__(L['x'], 3) failed"]
+    inv = check_of(functools.partial(GuardBuilder.SET_CONTAINS, key=3, invert=True), {1})
+    assert agree(inv, {1}) and not agree(inv, {3})
+
+
+def test_empty_hooks_dict() -> None:
+    """EMPTY_NN_MODULE_HOOKS_DICT: the dict stays empty; building on a non-empty one fails."""
+    check = check_of(GuardBuilder.EMPTY_NN_MODULE_HOOKS_DICT, {})
+    assert agree(check, {})
+    assert not agree(check, {1: "hook"})
+    assert [f.reason for f in check.explain({1: "hook"})] == [
+        "not L['x'] failed: a hook was registered (1 entries)"
+    ]
+    with pytest.raises(GuardKindError, match="not empty"):
+        check_of(GuardBuilder.EMPTY_NN_MODULE_HOOKS_DICT, {1: 2})
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "text"),
+    [
+        ("MODULE_MATCH", functools, "L['x'] is <module 'functools'>"),
+        ("BUILTIN_MATCH", len, "L['x'] is <function len>"),
+        ("CLASS_MATCH", Mod, "L['x'] is Mod"),
+    ],
+)
+def test_named_id_matches(kind: str, value: Any, text: str) -> None:
+    """MODULE_MATCH, BUILTIN_MATCH, CLASS_MATCH: ID_MATCH under Dynamo's names."""
+    check = check_of(getattr(GuardBuilder, kind), value)
+    assert agree(check, value)
+    assert not agree(check, object())
+    (failure,) = check.explain(3)
+    assert failure.kind == kind
+    assert failure.reason == f"{text} failed: got 3 at {hex(id(3))}"
