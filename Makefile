@@ -3,8 +3,9 @@ PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
 
-.PHONY: test demo lint bench clean venv
+.PHONY: test demo lint bench docs clean venv
 
 venv: $(STAMP)
 
@@ -18,11 +19,20 @@ test: $(STAMP) lint
 	$(VPY) -m pytest
 
 lint: $(STAMP)
-	$(VPY) -m ruff check src tests bench examples
+	$(VPY) -m ruff check src tests bench examples docs
 	$(VPY) -m mypy
 
 demo: $(STAMP)
 	$(VPY) examples/demo.py
+
+# The reference docs (mkdocs.yml): API pages, design notes and examples, into build/site;
+# any warning fails the build.
+$(DOCS_STAMP): $(STAMP)
+	$(VPY) -m pip install --quiet -c constraints.txt -e '.[dev,torch,docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(VPY) -m mkdocs build --strict
 
 bench: $(STAMP)
 	$(VPY) bench/bench_compiler.py --quick

@@ -54,6 +54,7 @@ def tour_model() -> None:
         guards.add(x.make_guard(GB.TYPE_MATCH))  # equal guard: kept once
         print("guards:", len(guards), "| trace id:", jg.CompileContext.current_trace_id())
         g = next(iter(guards))
+        print("the guard:", g)
         print("user stack:", "".join(g.user_stack.format()).strip())
         print("installed at (formatted only now):", g.stack.format()[-1].strip().splitlines()[0])
 
@@ -80,6 +81,9 @@ def tour_compiler() -> None:
         jg.Guard(jg.GlobalStateSource(), GB.GLOBAL_STATE),
     ]
     check = jg.compile_guards(guards, f_locals=f_locals, arg_names=("n", "cfg", "opts"), name="train_step")
+    print("the guards, compiled (str(guard) is one line):")
+    for guard in check.guards:
+        print("  ", guard)
     print(check.source)
     print("same values   ->", check.fn(7, cfg, f_locals["opts"]))
     print("n = 8         ->", check.fn(8, cfg, f_locals["opts"]))
@@ -107,11 +111,25 @@ def tour_compiler() -> None:
     print(inspect.getsource(bad.fn))
 
 
+TOURS = {
+    "demo.py": "the data model and the guard compiler",
+    "demo_cache.py": "the specializing cache, jitguard.specialize",
+    "demo_torch.py": "jitguard.torch.compile",
+}
+
+
+def tour_title(path: str) -> None:
+    """A banner naming the tour before its sections (each tour numbers its own from 1)."""
+    n = list(TOURS).index(path) + 1
+    print(f"\n{'#' * 78}\n# Tour {n} of {len(TOURS)}: {TOURS[path]} (examples/{path})\n{'#' * 78}")
+
+
 def tour_optional(name: str, path: str) -> None:
     """Run another example file if it exists (the cache and torch tours)."""
     file = pathlib.Path(__file__).with_name(path)
     if not file.exists():
         return
+    tour_title(path)
     spec = importlib.util.spec_from_file_location(name, file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -125,6 +143,7 @@ def tour_optional(name: str, path: str) -> None:
 
 
 def main() -> None:
+    tour_title("demo.py")
     tour_model()
     tour_compiler()
     tour_optional("demo_cache", "demo_cache.py")

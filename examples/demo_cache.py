@@ -113,7 +113,9 @@ def tour_limits() -> None:
     try:
         strict("c")
     except jg.RecompileLimitError as e:
-        print("  on_limit='raise':", type(e).__name__, "-", str(e).splitlines()[0])
+        print(f"  on_limit='raise': {type(e).__name__}:")
+        for line in str(e).splitlines():
+            print(f"    {line}")
 
     warm = jg.specialize(lambda n: n * 2)
     warm(1)

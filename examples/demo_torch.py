@@ -10,6 +10,7 @@ ShapeEnv; each entry's check holds the tensors' guards and the ShapeEnv's shape 
 from __future__ import annotations
 
 import logging
+import textwrap
 import warnings
 from typing import Any
 
@@ -103,7 +104,8 @@ def main() -> None:
     h = jgt.compile(lambda t: t + 1 if t.sum() > 0 else t - 1)
     print("results:", h(torch.ones(2)).tolist(), h(-torch.ones(2)).tolist())
     (info,) = jgt.traced_info(h).values()
-    print("fallback reason:", (info.fallback_reason or "").splitlines()[0][:100])
+    reason = (info.fallback_reason or "(none)").strip().split("\n\n")[0]
+    print(textwrap.fill(reason, width=96, initial_indent="fallback reason: ", subsequent_indent="  "))
 
 
 if __name__ == "__main__":

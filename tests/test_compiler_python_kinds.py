@@ -94,3 +94,46 @@ def test_named_id_matches(kind: str, value: Any, text: str) -> None:
     (failure,) = check.explain(3)
     assert failure.kind == kind
     assert failure.reason == f"{text} failed: got 3 at {hex(id(3))}"
+
+
+class IntSub(int):
+    def __eq__(self, other: object) -> bool:
+        raise AssertionError("the subclass's __eq__ must not run")
+
+    __hash__ = int.__hash__
+
+
+def test_constant_subclass_match() -> None:
+    """CONSTANT_SUBCLASS_MATCH compares the builtin value, never running the subclass's __eq__."""
+    check = check_of(functools.partial(GuardBuilder.CONSTANT_SUBCLASS_MATCH, base_type=int), IntSub(3))
+    assert agree(check, IntSub(3)) and agree(check, 3)
+    assert not agree(check, IntSub(4))
+    assert [f.reason for f in check.explain(IntSub(4))] == ["int(L['x']) == 3 failed: got 4"]
+    with pytest.raises(GuardKindError, match="base_type="):
+        check_of(functools.partial(GuardBuilder.CONSTANT_SUBCLASS_MATCH, base_type=str), IntSub(3))
+
+
+def test_mapping_keys_check() -> None:
+    """MAPPING_KEYS_CHECK: the str keys of a mapping proxy, in order."""
+    class C:
+        a = 1
+
+    check = check_of(GuardBuilder.MAPPING_KEYS_CHECK, C.__dict__)
+    assert agree(check, C.__dict__)
+    C.b = 2  # type: ignore[attr-defined]
+    assert not agree(check, C.__dict__)
+    assert check.explain(C.__dict__)[0].reason.endswith("failed: added 'b'")
+    with pytest.raises(GuardKindError, match="str keys"):
+        check_of(GuardBuilder.MAPPING_KEYS_CHECK, {1: 2})
+
+
+def test_container_equals_match() -> None:
+    """CONTAINER_EQUALS_MATCH: exact type and == to a copy taken at build time."""
+    xs = [1, "a"]
+    check = check_of(GuardBuilder.CONTAINER_EQUALS_MATCH, xs)
+    xs.append(2)
+    assert agree(check, [1, "a"]) and not agree(check, xs)
+    assert not agree(check, (1, "a"))
+    assert [f.reason for f in check.explain([1])] == ["L['x'] == [1, 'a'] failed: got [1]"]
+    with pytest.raises(GuardKindError, match="list or set of constants"):
+        check_of(GuardBuilder.CONTAINER_EQUALS_MATCH, [object()])

@@ -20,6 +20,7 @@ from jitguard._src.more_sources import (
     DictGetItemSource,
     GenericAttrSource,
     ListGetItemSource,
+    TypeDictSource,
     TypeMROSource,
 )
 
@@ -134,3 +135,31 @@ def test_closure_cell_named_as_the_frame_sees_it() -> None:
     assert [f.reason for f in check.explain(fn)] == ["L['k'] == 4 failed: got 5"]
     with pytest.raises(SourceError):
         ClosureCellSource(LocalSource("fn"), "k", -1)
+
+
+class Meta(type):
+    @property
+    def __dict__(cls) -> Any:  # type: ignore[override]
+        return {"lie": 1}
+
+
+class WithMeta(metaclass=Meta):
+    scale = 3
+
+
+def test_type_dict_reads_the_real_namespace() -> None:
+    """``dict(L['x'].__dict__)``: the class's own namespace even under a metaclass that lies
+    about ``__dict__``; items of it read by key."""
+    ns = TypeDictSource(L)
+    assert ns.name() == "dict(L['x'].__dict__)"
+    item = DictGetItemSource(ns, "scale")
+    assert item.name() == "dict(L['x'].__dict__)['scale']"
+    assert item.get_value({"x": WithMeta}, {}) == 3
+    check = compile_guards(
+        [item.make_guard(GuardBuilder.EQUALS_MATCH)], f_locals={"x": WithMeta}, arg_names=["x"]
+    )
+    assert check(WithMeta) and check.reference(WithMeta)
+    WithMeta.scale = 4
+    assert not check(WithMeta) and not check.reference(WithMeta)
+    with pytest.raises(SourceError, match="literal key"):
+        DictGetItemSource(ns, ConstDictKeySource(ns, 0))

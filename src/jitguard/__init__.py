@@ -4,6 +4,7 @@ Re-exports only; the code lives in ``jitguard._src``. Torch-only names are reach
 (see [Note: Lazy integrations]).
 """
 
+from ._src.cache.decorators import specialize as specialize
 from ._src.cache.entry import CacheEntry as CacheEntry
 from ._src.cache.entry import register_specificity as register_specificity
 from ._src.cache.explain import Explanation as Explanation
@@ -17,7 +18,6 @@ from ._src.cache.reasons import RecompileRecord as RecompileRecord
 from ._src.cache.request import CompileRequest as CompileRequest
 from ._src.cache.specialize import FunctionCache as FunctionCache
 from ._src.cache.specialize import cache_of as cache_of
-from ._src.cache.specialize import specialize as specialize
 from ._src.cache.stance import no_recompiles as no_recompiles
 from ._src.cache.stats import CacheStats as CacheStats
 from ._src.cache.stats import cache_counters as cache_counters
@@ -40,6 +40,15 @@ from ._src.compiler.kinds import RelationalKind as RelationalKind
 from ._src.compiler.kinds import guard_kinds as guard_kinds
 from ._src.compiler.kinds import register_guard_kind as register_guard_kind
 from ._src.compiler.reference import GuardFailure as GuardFailure
+from ._src.compiler.schema import GUARD_SCHEMA_VERSION as GUARD_SCHEMA_VERSION
+from ._src.compiler.schema import GuardRecord as GuardRecord
+from ._src.compiler.schema import NotPortable as NotPortable
+from ._src.compiler.schema import compile_guard_records as compile_guard_records
+from ._src.compiler.schema import export_guards as export_guards
+from ._src.compiler.schema import guard_schema as guard_schema
+from ._src.compiler.schema import guards_to_json as guards_to_json
+from ._src.compiler.schema import import_guards as import_guards
+from ._src.compiler.schema import register_schema_type as register_schema_type
 from ._src.compiler.shape import register_sympy_function as register_sympy_function
 from ._src.config import config as config
 from ._src.contexts import CompileContext as CompileContext
@@ -55,6 +64,7 @@ from ._src.contexts import detect_fake_mode as detect_fake_mode
 from ._src.contexts import tracing as tracing
 from ._src.errors import GuardCompileError as GuardCompileError
 from ._src.errors import GuardKindError as GuardKindError
+from ._src.errors import GuardSchemaError as GuardSchemaError
 from ._src.errors import InvalidCompileIdError as InvalidCompileIdError
 from ._src.errors import JitGuardError as JitGuardError
 from ._src.errors import LargeGuardSetWarning as LargeGuardSetWarning
@@ -154,6 +164,7 @@ __all__ = [
     "Explanation",
     "FSDPNNModuleSource",
     "FunctionCache",
+    "GUARD_SCHEMA_VERSION",
     "GetItemSource",
     "GlobalContext",
     "GlobalContextCheckpointState",
@@ -169,6 +180,8 @@ __all__ = [
     "GuardFailure",
     "GuardKind",
     "GuardKindError",
+    "GuardRecord",
+    "GuardSchemaError",
     "GuardSource",
     "GuardsCheckpointState",
     "GuardsContext",
@@ -186,6 +199,7 @@ __all__ = [
     "NNModuleSource",
     "NoCompileContextError",
     "NoTracingContextError",
+    "NotPortable",
     "RandomValueSource",
     "RecompileError",
     "RecompileLimitError",
@@ -214,18 +228,24 @@ __all__ = [
     "cache_counters",
     "cache_of",
     "compile_context",
+    "compile_guard_records",
     "compile_guards",
     "config",
     "detect_fake_mode",
     "explain",
+    "export_guards",
     "global_states",
     "guard_kinds",
+    "guard_schema",
+    "guards_to_json",
+    "import_guards",
     "no_recompiles",
     "register_arg_rule",
     "register_constant_type",
     "register_env_expr_handler",
     "register_global_state",
     "register_guard_kind",
+    "register_schema_type",
     "register_specificity",
     "register_sympy_function",
     "set_logs",

@@ -84,6 +84,7 @@ EXAMPLES: dict[str, tuple[Any, str]] = {
     "CodeSource": (dsrc.CodeSource(L), "L['x'].__code__"),
     "TypeSource": (dsrc.TypeSource(L), "type(L['x'])"),
     "TypeMROSource": (dsrc.TypeMROSource(L), "L['x'].__mro__"),
+    "TypeDictSource": (dsrc.TypeDictSource(dsrc.TypeSource(L)), "dict(type(L['x']).__dict__)"),
     "WeakRefCallSource": (dsrc.WeakRefCallSource(L), "L['x']()"),
     "CallFunctionNoArgsSource": (dsrc.CallFunctionNoArgsSource(L), "L['x']()"),
     "DefaultsSource": (dsrc.DefaultsSource(G, 0), "G['g'].__defaults__[0]"),
@@ -132,6 +133,11 @@ def test_local_source_cell_flag() -> None:
     """LocalSource carries is_derefed_cell_contents (closure variables)."""
     fields = adapter.dynamo_source_fields(dsrc.LocalSource("k", is_derefed_cell_contents=True))
     assert fields["is_derefed_cell_contents"] is True and fields["local_name"] == "k"
+
+
+def test_constant_base_types() -> None:
+    """The base types CONSTANT_SUBCLASS_MATCH converts a subclass instance with."""
+    assert adapter.constant_base_types() == (int, float, str)
 
 
 def test_tensor_property_name() -> None:

@@ -324,6 +324,28 @@ def test_set_contains_and_builtin_match() -> None:
     assert c.agree(t(3), frozenset({1, 2, 3}))
 
 
+def f_in_set(v: Any, s: Any, xs: Any) -> Any:
+    return v * 2 if 1 in s and sum(xs) == 3 else v
+
+
+def test_set_and_list_constants() -> None:
+    """A set and a list of ints Dynamo compares by value: CONTAINER_EQUALS_MATCH, against
+    a copy (mutating the captured objects does not move what is expected)."""
+    s, xs = {1, 2}, [1, 2]
+    c = capture(f_in_set, t(3), s, xs)
+    assert "CONTAINER_EQUALS_MATCH" in {
+        getattr(g.create_fn, "__name__", "") for g in c.conversion.guards
+    }
+    assert c.agree(t(3), {1, 2}, [1, 2])
+    assert not c.agree(t(3), {1, 3}, [1, 2])
+    assert not c.agree(t(3), {1, 2}, [2, 1])
+    assert not c.agree(t(3), frozenset({1, 2}), [1, 2])
+    s.add(5)
+    xs.append(0)
+    assert not c.agree(t(3), s, xs)
+    assert c.agree(t(3), {1, 2}, [1, 2])
+
+
 class Obj:
     pass
 
@@ -385,6 +407,69 @@ def test_range_argument() -> None:
     c = capture(f_range, t(3), range(3))
     assert not c.agree(t(3), range(4))
     assert not c.agree(t(3), [0, 1, 2])
+
+
+class K:
+    scale = 3
+
+    def m(self, v: Any) -> Any:
+        return v * self.scale
+
+
+def f_method(v: Any, o: Any) -> Any:
+    return o.m(v)
+
+
+def test_class_attributes_through_the_class_namespace() -> None:
+    """A class attribute read through an instance is guarded in the class namespace
+    (TypeDictSource): changed after compiling, it misses. (Dynamo does not guard the
+    method it inlined: replacing ``K.m`` is not seen by its guards, nor so by these.)"""
+    c = capture(f_method, t(3), K())
+    assert any(g.name.startswith("dict(type(L['o']).__dict__)") for g in c.conversion.guards)
+    old_scale, old_m = K.scale, K.m
+    try:
+        K.scale = 4
+        assert not c.agree(t(3), K())
+        K.scale = old_scale
+        K.m = lambda self, v: v  # type: ignore[method-assign]
+        assert c.agree(t(3), K())
+    finally:
+        K.scale, K.m = old_scale, old_m  # type: ignore[method-assign]
+    assert c.agree(t(3), K())
+
+
+class IntSub(int):
+    pass
+
+
+def f_mul(v: Any, n: Any) -> Any:
+    return v * n
+
+
+def test_constant_subclass() -> None:
+    """An int subclass argument: CONSTANT_SUBCLASS_MATCH on its int value."""
+    c = capture(f_mul, t(3), IntSub(3))
+    assert "CONSTANT_SUBCLASS_MATCH" in c.kinds()
+    assert c.agree(t(3), IntSub(3))
+    assert not c.agree(t(3), IntSub(4))
+    assert "int(L['n']) == 3 failed: got 4" in c.reasons(t(3), IntSub(4))
+
+
+def f_ns(v: Any) -> Any:
+    return v * len(K.__dict__)
+
+
+def test_mapping_keys_check() -> None:
+    """``len(K.__dict__)``: MAPPING_KEYS_CHECK on the class's namespace proxy."""
+    c = capture(f_ns, t(3))
+    assert "MAPPING_KEYS_CHECK" in c.kinds()
+    K.extra = 1  # type: ignore[attr-defined]
+    try:
+        assert not c.agree(t(3))
+        assert any("added 'extra'" in r for r in c.reasons(t(3)))
+    finally:
+        del K.extra  # type: ignore[attr-defined]
+    assert c.agree(t(3))
 
 
 # ---- modules ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 __all__ = [
     "GuardCompileError",
     "GuardKindError",
+    "GuardSchemaError",
     "InvalidCompileIdError",
     "JitGuardError",
     "LargeGuardSetWarning",
@@ -48,6 +49,11 @@ class GuardKindError(JitGuardError, TypeError):
 
 class GuardCompileError(JitGuardError, ValueError):
     """A set of guards cannot be compiled into a check function."""
+
+
+class GuardSchemaError(JitGuardError, ValueError):
+    """A guard-set document that cannot be read, or a guard set that cannot be compiled from
+    one ([Note: Guard set schema]); the message names the guard and what to do."""
 
 
 class NoCompileContextError(JitGuardError, RuntimeError):

@@ -332,28 +332,24 @@ class Guard:
         return getattr(self.inner_create_fn(), "__name__", repr(self.inner_create_fn()))
 
     def __repr__(self) -> str:
-        source = self.source.name.lower() if self.source else ""
-        return f"""
-        {source} {self.name!r} {self._create_fn_display()}
-        {{
-            'guard_types': {self.guard_types},
-            'code': {self.code_list},
-            'obj_weakref': {self.weakref_to_str(self.obj_weakref)}
-            'guarded_class': {self.guarded_class_weakref}
-        }}
-        """
-
-    def __str__(self) -> str:
+        # One line (the specification's is a multi-line block): every field, for debugging.
         source = self.source.name.lower() if self.source else ""
         return (
-            f"Name: {self.name!r}\n"
-            f"    Source: {source}\n"
-            f"    Create Function: {self._create_fn_display()}\n"
-            f"    Guard Types: {self.guard_types}\n"
-            f"    Code List: {self.code_list}\n"
-            f"    Object Weakref: {self.weakref_to_str(self.obj_weakref)}\n"
-            f"    Guarded Class Weakref: {self.guarded_class_weakref}\n"
+            f"Guard(name={self.name!r}, source={source}, "
+            f"create_fn={self._create_fn_display()}, guard_types={self.guard_types}, "
+            f"code={self.code_list}, obj_weakref={self.weakref_to_str(self.obj_weakref)}, "
+            f"guarded_class={self.guarded_class_weakref})"
         )
+
+    def __str__(self) -> str:
+        """One readable line: ``EQUALS_MATCH on L['n'] (local): L['n'] == 7`` (the check's
+        text once the guard is compiled). The specification prints a multi-line block."""
+        source = self.source.name.lower() if self.source else "no source"
+        name = self.name  # empty for the anchors of ambient state (GLOBAL_STATE, SHAPE_ENV)
+        text = f"{self._create_fn_display()}{' on ' + name if name else ''} ({source})"
+        if self.code_list:
+            text += ": " + " and ".join(self.code_list)
+        return text
 
     def create(self, builder: GuardBuilderBase) -> Any:
         """Install this guard into ``builder``; on failure log the guard and where it was
@@ -361,7 +357,7 @@ class Guard:
         try:
             return self.create_fn(builder, self)
         except Exception:
-            log.exception("Error while creating guard:\n%s", str(self).rstrip())
+            log.exception("Error while creating guard %s", self)
             if self.stack:
                 log.error("Created at:\n%s", "".join(self.stack.format()[-4:]).rstrip())
             raise

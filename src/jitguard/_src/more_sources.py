@@ -7,7 +7,7 @@ May import: errors, guards, sources.
 Every source here reads its value bypassing user overrides, exactly as the C++ accessor
 torch uses for it does: ``DictGetItemSource`` through ``dict.__getitem__`` (a dict
 subclass's ``__getitem__`` is not run), ``ListGetItemSource`` through ``list.__getitem__``,
-``GenericAttrSource`` through ``object.__getattribute__``. See [Note: Source evaluation] in
+``GenericAttrSource`` through ``object.__getattribute__``. See [Note: Source protocol] in
 sources.py for the two read paths (``access`` and ``emit``) each source provides.
 """
 
@@ -24,8 +24,13 @@ __all__ = [
     "DictGetItemSource",
     "GenericAttrSource",
     "ListGetItemSource",
+    "TypeDictSource",
     "TypeMROSource",
 ]
+
+# The getter of ``type.__dict__``: a class's own namespace (as a read-only mapping proxy of
+# the real dict), whatever its metaclass says ``__dict__`` is.
+_type_namespace = type.__dict__["__dict__"].__get__
 
 _LITERALS = (int, str, bytes, bool, type(None))
 
@@ -78,6 +83,8 @@ class DictGetItemSource(_Chained):
     def __post_init__(self) -> None:
         super().__post_init__()
         if isinstance(self.index, ConstDictKeySource):
+            if isinstance(self.base, TypeDictSource):
+                raise SourceError("a class namespace item must be given by a literal key")
             if self.index.base != self.base:
                 raise SourceError(
                     f"DictGetItemSource key {self.index.name()} is a key of another dict than "
@@ -95,11 +102,16 @@ class DictGetItemSource(_Chained):
         return f"{base}[{self.index!r}]"
 
     def access(self, base_value: Any) -> Any:
+        if isinstance(self.base, TypeDictSource):
+            # A class namespace: the proxy's lookup is the real dict's.
+            return base_value[self.index]
         if isinstance(self.index, ConstDictKeySource):
             return dict.__getitem__(base_value, self.index.access(base_value))
         return dict.__getitem__(base_value, self.index)
 
     def emit(self, base: str, bind: Binder) -> str:
+        if isinstance(self.base, TypeDictSource):
+            return f"{base}[{bind(self.index, 'key')}]"
         getitem = bind(dict.__getitem__, "dict_getitem")
         if isinstance(self.index, ConstDictKeySource):
             return f"{getitem}({base}, {self.index.emit(base, bind)})"
@@ -148,6 +160,22 @@ class GenericAttrSource(_Chained):
     def emit(self, base: str, bind: Binder) -> str:
         read = bind(object.__getattribute__, "getattribute")
         return f"{read}({base}, {bind(self.member, 'attr')})"
+
+
+@source_dataclass
+class TypeDictSource(_Chained):
+    """A class's own namespace, ``dict(L['c'].__dict__)`` as Dynamo names it: read as the
+    mapping proxy of the class's real dict (``type.__dict__['__dict__']``, so no metaclass
+    ``__dict__`` is consulted); items of it are read by key (``DictGetItemSource``)."""
+
+    def _name(self, base: str) -> str:
+        return f"dict({base}.__dict__)"
+
+    def access(self, base_value: Any) -> Any:
+        return _type_namespace(base_value)
+
+    def emit(self, base: str, bind: Binder) -> str:
+        return f"{bind(_type_namespace, 'type_namespace')}({base})"
 
 
 @source_dataclass

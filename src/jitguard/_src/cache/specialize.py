@@ -42,7 +42,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from typing import Any, Optional, Union
+from typing import Any, Generic, Optional, ParamSpec, TypeVar, Union
 
 from ..guards import Source
 from ..ids import CompileId
@@ -70,6 +70,8 @@ from .stats import CacheStats, Counters, track
 __all__ = ["FunctionCache", "cache_of", "identity_compiler", "specialize"]
 
 Compiler = Callable[[CompileRequest], Callable[..., Any]]
+_P = ParamSpec("_P")  # the wrapped function's parameters and result (see cache.decorators)
+_R = TypeVar("_R")
 _frame_ids = itertools.count()
 _tls = threading.local()
 _DEFAULT_LIMIT = 8
@@ -82,7 +84,7 @@ def identity_compiler(request: CompileRequest) -> Callable[..., Any]:
     return request.fn
 
 
-class FunctionCache:
+class FunctionCache(Generic[_P, _R]):
     """The entries of one specialized function, and everything known about them.
 
     Reached as ``specialized.cache`` or ``jitguard.cache_of(specialized)``. Inspection:
@@ -94,7 +96,7 @@ class FunctionCache:
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[_P, _R],
         compiler: Optional[Compiler] = None,
         *,
         recompile_limit: Optional[int] = _UNSET,
@@ -174,7 +176,7 @@ class FunctionCache:
         )
         self._snapshot: Snapshot = build_snapshot((), self.dispatcher.keycode(Layout((), (), False)))
         self.dispatcher.install(self._snapshot.keycode, self._snapshot.index)
-        self.function: Callable[..., Any] = self.dispatcher.function
+        self.function: Callable[_P, _R] = self.dispatcher.function
         functools.update_wrapper(self.function, fn)
         self.function.cache = self  # type: ignore[attr-defined]
         track(self)
@@ -559,7 +561,7 @@ def _specialize(fn: Any, options: dict[str, Any]) -> Any:
     return FunctionCache(fn, **options).function
 
 
-def cache_of(specialized: Union[Callable[..., Any], Any]) -> FunctionCache:
+def cache_of(specialized: Union[Callable[..., Any], Any]) -> FunctionCache[..., Any]:
     """The ``FunctionCache`` behind a function returned by ``specialize`` (also through a
     bound method)."""
     if type(specialized) is staticmethod or type(specialized) is classmethod:  # a class __dict__

@@ -1,9 +1,10 @@
 """Guard kinds for plain Python facts a bytecode frontend (TorchDynamo) relies on that the
 built-in kinds do not state: an attribute absent from an instance dict, an item in a set,
-an empty hooks dict, and ID_MATCH under the readable names Dynamo gives it for modules,
+an empty hooks dict, a constant subclass's builtin value, a mapping's keys, and ID_MATCH under the readable names Dynamo gives it for modules,
 builtins and classes. Registered on import (``GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT``).
 
-May import: errors, compiler.kinds, compiler.identity_kinds, compiler.values.
+May import: errors, compiler.constants, compiler.kinds, compiler.identity_kinds,
+compiler.values.
 
 Failure texts restate the check in the form Dynamo prints for the same guard
 (``not ___dict_contains('forward', L['m'].__dict__)``), then say what was found.
@@ -16,6 +17,7 @@ from collections.abc import Hashable
 from typing import Any, NamedTuple, Optional
 
 from ..errors import GuardKindError
+from .constants import is_constant
 from .identity_kinds import IdMatch
 from .kinds import EmitContext, GuardKind, register_guard_kind
 from .values import Ident, describe_ident, show, type_name
@@ -23,7 +25,10 @@ from .values import Ident, describe_ident, show, type_name
 __all__ = [
     "BuiltinMatch",
     "ClassMatch",
+    "ConstantSubclassMatch",
+    "ContainerEqualsMatch",
     "EmptyHooksDict",
+    "MappingKeysCheck",
     "ModuleMatch",
     "NotPresentInGenericDict",
     "SetContains",
@@ -188,6 +193,115 @@ class EmptyHooksDict(GuardKind):
         return not value
 
 
+class ConstantSubclassMatch(GuardKind):
+    """``base_type(value) == base_value`` (``base_type=``): an instance of a subclass of int,
+    float or str compared through its builtin value, so the subclass's ``__eq__`` never
+    runs. The value's own type is not part of it (guard it with TYPE_MATCH)."""
+
+    name = "CONSTANT_SUBCLASS_MATCH"
+    cost = 4
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Ident, Any]:
+        base = options.pop("base_type", None)
+        super().expect(value, guard, **options)
+        if base not in (int, float, str) or not isinstance(value, base):
+            raise GuardKindError(
+                f"{self.name} on {guard.name} takes base_type= (int, float or str, a base of "
+                f"the value's type), got {base!r} for a {type_name(type(value))}"
+            )
+        return (Ident(base), base(value))
+
+    def holds(self, value: Any, params: tuple[Ident, Any]) -> bool:
+        return bool(params[0].get()(value) == params[1])
+
+    def emit(self, var: str, params: tuple[Ident, Any], ctx: EmitContext) -> str:
+        return f"{ctx.const(params[0].get(), 'base_type')}({var}) == {ctx.const(params[1], 'value')}"
+
+    def code(self, name: str, params: tuple[Ident, Any]) -> str:
+        return f"{params[0].get().__name__}({name}) == {params[1]!r}"
+
+    def reason(self, name: str, value: Any, params: tuple[Ident, Any]) -> str:
+        try:
+            got = repr(params[0].get()(value))
+        except Exception as e:
+            got = f"{type(e).__name__}: {e}"
+        return f"{self.code(name, params)} failed: got {got}"
+
+
+class MappingKeysCheck(GuardKind):
+    """The keys of a mapping (a class's ``__dict__`` proxy), in order, are the build-time
+    keys, all strings: ``list(value.keys()) == [...]``."""
+
+    name = "MAPPING_KEYS_CHECK"
+    cost = 6
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[str, ...]:
+        super().expect(value, guard, **options)
+        keys = tuple(value.keys())
+        if not all(type(k) is str for k in keys):
+            raise GuardKindError(f"{self.name} on {guard.name}: only str keys are supported")
+        return keys
+
+    def holds(self, value: Any, params: tuple[str, ...]) -> bool:
+        keys = list(value.keys())
+        return [type(k) for k in keys] == [str] * len(params) and keys == list(params)
+
+    def emit(self, var: str, params: tuple[str, ...], ctx: EmitContext) -> str:
+        keys = f"[*{var}.keys()]"
+        types_ok = f"[*map(type, {var}.keys())] == {ctx.const([str] * len(params), 'key_types')}"
+        return f"{types_ok} and {keys} == {ctx.const(list(params), 'keys')}"
+
+    def code(self, name: str, params: tuple[str, ...]) -> str:
+        return f"list({name}.keys()) == {list(params)!r}"
+
+    def reason(self, name: str, value: Any, params: tuple[str, ...]) -> str:
+        try:
+            now = [k for k in value.keys()]
+        except Exception as e:
+            return f"{self.code(name, params)} failed: {type(e).__name__}: {e}"
+        added = [k for k in now if k not in params]
+        gone = [k for k in params if k not in now]
+        what = ", ".join(
+            [*(f"added {k!r}" for k in added), *(f"removed {k!r}" for k in gone)]
+        ) or "the order changed"
+        return f"{self.code(name, params)} failed: {what}"
+
+
+class ContainerEqualsMatch(GuardKind):
+    """A list or set of constants: the same exact type and ``==`` to a copy taken when the
+    check was built (a later change to the object the guard was built from does not move
+    what it expects). Dynamo's EQUALS_MATCH on a list or set, which jitguard's EQUALS_MATCH
+    (immutable constants only) does not take."""
+
+    name = "CONTAINER_EQUALS_MATCH"
+    cost = 5
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Ident, Any]:
+        super().expect(value, guard, **options)
+        tp = type(value)
+        if (tp is not list and tp is not set) or not all(is_constant(v) for v in value):
+            raise GuardKindError(
+                f"{self.name} on {guard.name}: expected a list or set of constants, found "
+                f"{show(value)}"
+            )
+        return (Ident(tp), tp(value))
+
+    def holds(self, value: Any, params: tuple[Ident, Any]) -> bool:
+        return type(value) is params[0].get() and bool(value == params[1])
+
+    def emit(self, var: str, params: tuple[Ident, Any], ctx: EmitContext) -> str:
+        type_ok = ctx.identical(f"type({var})", params[0], "type")
+        return f"{type_ok} and {var} == {ctx.const(params[1], 'value')}"
+
+    def code(self, name: str, params: tuple[Ident, Any]) -> str:
+        return f"{name} == {show(params[1]) if type(params[1]) is list else repr(params[1])}"
+
+    def reason(self, name: str, value: Any, params: tuple[Ident, Any]) -> str:
+        if type(value) is not params[0].get():
+            return f"{self.code(name, params)} failed: got a {type_name(type(value))}"
+        return f"{self.code(name, params)} failed: got {show(value)}"
+
+
 class _NamedIdMatch(IdMatch):
     """ID_MATCH under the name Dynamo uses when the object is a module, builtin or class.
     Same meaning, params and reasons as ID_MATCH."""
@@ -224,6 +338,9 @@ class ClassMatch(_NamedIdMatch):
 for _kind in (
     NotPresentInGenericDict(),
     SetContains(),
+    ConstantSubclassMatch(),
+    MappingKeysCheck(),
+    ContainerEqualsMatch(),
     EmptyHooksDict(),
     ModuleMatch(),
     BuiltinMatch(),

@@ -35,6 +35,7 @@ import torch
 __all__ = [
     "EntryParts",
     "config_flag",
+    "constant_base_types",
     "current_default_device",
     "dict_version",
     "dynamo_source_fields",
@@ -124,6 +125,14 @@ def unwrap_tensor_weakref(obj: Any) -> Any:
     if isinstance(obj, TensorWeakRef):
         return obj()
     return obj
+
+
+def constant_base_types() -> tuple[type, ...]:
+    """The builtin types whose subclass instances Dynamo guards by CONSTANT_SUBCLASS_MATCH
+    (``base_type(x) == base_value``, with the first base type ``x`` is an instance of)."""
+    from torch._dynamo.variables import user_defined
+
+    return tuple(user_defined._CONSTANT_BASE_TYPES)
 
 
 def config_flag(name: str) -> Any:

@@ -62,7 +62,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Optional
 
 from ..compiler.builder import GuardBuilder
+from ..compiler.kinds import get_guard_kind
 from ..guards import Guard, ShapeGuard, Source
+from ..more_sources import TypeDictSource
 from ..sources import AttrSource, CodeSource, GlobalStateSource, TensorPropertySource
 from . import adapter_sources as adapter
 from .convert_shape import parse_shape_code
@@ -197,6 +199,10 @@ def convert_guards(
             fn = _kind_converters.get(p.guard_type)
             if fn is None:
                 raise Unconvertible(f"no jitguard kind has the meaning of {p.guard_type}")
+            if isinstance(converted[i], TypeDictSource) and p.guard_type not in _ON_NAMESPACE:
+                # jitguard reads a class namespace as its mapping proxy; Dynamo's kinds on
+                # the dict itself (other than membership) expect a dict.
+                raise Unconvertible(f"{p.guard_type} on a class namespace")
             fn(ctx, p, converted[i])
             ctx.out.converted[p.guard_type] += 1
         except Unconvertible as e:
@@ -204,6 +210,9 @@ def convert_guards(
             ctx.out.unconverted.append(Unconverted(entry, p.guard_type, name, str(e)))
     _finish(ctx)
     return ctx.out
+
+
+_ON_NAMESPACE = frozenset({"DICT_CONTAINS", "DICT_NOT_CONTAINS"})
 
 
 def _finish(ctx: _Context) -> None:
@@ -284,6 +293,16 @@ def _equals(ctx: _Context, p: adapter.EntryParts, src: Source) -> None:
         from ..compiler.builtin_kinds import EQUALS_MATCH
         from ..errors import GuardKindError
 
+        if type(value) in (list, set):
+            try:
+                kind = GuardBuilder.CONTAINER_EQUALS_MATCH
+                get_guard_kind(kind)[0].expect(value, Guard(src, kind))
+            except GuardKindError:
+                raise Unconvertible(
+                    f"EQUALS_MATCH on a {type(value).__name__} of non-constants"
+                ) from None
+            ctx.add(src, kind, p.user_stack)
+            return
         try:
             EQUALS_MATCH.expect(value, Guard(src, GuardBuilder.EQUALS_MATCH))
         except GuardKindError:
@@ -365,6 +384,26 @@ register_kind_converter("DICT_CONTAINS")(_contains(False, "DICT_CONTAINS"))
 register_kind_converter("DICT_NOT_CONTAINS")(_contains(True, "DICT_CONTAINS"))
 register_kind_converter("SET_CONTAINS")(_contains(False, "SET_CONTAINS"))
 register_kind_converter("SET_NOT_CONTAINS")(_contains(True, "SET_CONTAINS"))
+
+
+@register_kind_converter("CONSTANT_SUBCLASS_MATCH")
+def _constant_subclass(ctx: _Context, p: adapter.EntryParts, src: Source) -> None:
+    base = next((t for t in adapter.constant_base_types() if isinstance(p.value, t)), None)
+    if base is None or base not in (int, float, str):
+        raise Unconvertible(f"CONSTANT_SUBCLASS_MATCH on a {type(p.value).__name__}")
+    fn = functools.partial(GuardBuilder.CONSTANT_SUBCLASS_MATCH, base_type=base)
+    ctx.add(src, fn, p.user_stack)
+
+
+@register_kind_converter("MAPPING_KEYS_CHECK")
+def _mapping_keys(ctx: _Context, p: adapter.EntryParts, src: Source) -> None:
+    try:
+        keys = list(p.value.keys())
+    except Exception:
+        raise Unconvertible("MAPPING_KEYS_CHECK on a value without keys()") from None
+    if not all(type(k) is str for k in keys):
+        raise Unconvertible("MAPPING_KEYS_CHECK with keys that are not all str")
+    ctx.add(src, GuardBuilder.MAPPING_KEYS_CHECK, p.user_stack)
 
 
 @register_kind_converter("DUPLICATE_INPUT")

@@ -31,6 +31,7 @@ from ..more_sources import (
     DictGetItemSource,
     GenericAttrSource,
     ListGetItemSource,
+    TypeDictSource,
     TypeMROSource,
 )
 from ..sources import (
@@ -217,6 +218,11 @@ def _code(c: SourceConverter, f: Fields) -> Source:
 @register_source_converter("TypeSource")
 def _type(c: SourceConverter, f: Fields) -> Source:
     return TypeSource(c.convert(f["base"]))
+
+
+@register_source_converter("TypeDictSource")
+def _type_dict(c: SourceConverter, f: Fields) -> Source:
+    return TypeDictSource(c.convert(f["base"]))
 
 
 @register_source_converter("TypeMROSource")

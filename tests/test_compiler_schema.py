@@ -1,0 +1,369 @@
+"""The JSON guard-set schema (jitguard/_src/compiler/schema.py): export, import, validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import jitguard as jg
+from jitguard import GuardBuilder as GB
+from jitguard._src.compiler.builder import Leaf
+from jitguard._src.compiler.builtin_kinds import strict_equal
+from jitguard._src.compiler.kinds import get_guard_kind
+from jitguard._src.compiler.values import Ident
+
+jsonschema = pytest.importorskip("jsonschema")
+
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+class Config:
+    """A module-level class: portable by module:qualname."""
+
+
+@jg.register_schema_type
+@dataclasses.dataclass(frozen=True)
+class Window:
+    lo: int
+    hi: Any
+
+
+VALIDATOR = jsonschema.Draft202012Validator(jg.guard_schema())
+
+
+def _validate(doc: dict[str, Any]) -> None:
+    VALIDATOR.validate(doc)
+
+
+# ---- strategies --------------------------------------------------------------------------
+
+idents = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
+roots = st.one_of(
+    st.builds(jg.LocalSource, idents, st.booleans()),
+    st.builds(jg.GlobalSource, idents),
+    st.builds(jg.RandomValueSource, st.integers(0, 5)),
+    st.builds(jg.ShapeEnvSource),
+    st.builds(jg.GlobalStateSource),
+    st.builds(jg.BackwardStateSource),
+    st.builds(jg.EphemeralSource, st.none() | idents),
+)
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), idents,
+    st.binary(max_size=4), st.complex_numbers(allow_nan=True), st.sampled_from(list(Color)),
+)
+constants = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.tuples(inner, inner),
+        st.frozensets(st.integers() | idents, max_size=3),
+        st.builds(slice, inner, inner, inner),
+        st.builds(range, st.integers(-5, 5), st.integers(-5, 5), st.integers(1, 3)),
+    ),
+    max_leaves=6,
+)
+
+
+def _tensor_property(base: jg.Source, prop: jg.TensorProperty, idx: int) -> jg.Source:
+    if prop is jg.TensorProperty.STORAGE_OFFSET:
+        return jg.TensorPropertySource(base, prop)
+    return jg.TensorPropertySource(base, prop, idx)
+
+
+def _chained(base: st.SearchStrategy[jg.Source]) -> st.SearchStrategy[jg.Source]:
+    return st.one_of(
+        st.builds(jg.AttrSource, base, idents),
+        st.builds(jg.CodeSource, base),
+        st.builds(jg.ClosureSource, base),
+        st.builds(jg.CellContentsSource, base),
+        st.builds(jg.GetItemSource, base, st.integers() | idents | st.tuples(st.integers())),
+        st.builds(jg.GetItemSource, base,
+                  st.builds(slice, st.none() | st.integers(), st.none() | st.integers())),
+        st.builds(jg.ConstDictKeySource, base, st.integers(0, 9)),
+        st.builds(jg.TypeSource, base),
+        st.builds(jg.DefaultsSource, base, st.integers(0, 3)),
+        st.builds(lambda b, k: jg.DefaultsSource(b, k, True), base, st.from_regex(r"[a-z]{1,4}", fullmatch=True)),
+        st.builds(jg.WeakRefCallSource, base),
+        st.builds(_tensor_property, base, st.sampled_from(list(jg.TensorProperty)),
+                  st.integers(0, 3)),
+        st.builds(jg.NNModuleSource, base),
+        st.builds(jg.UnspecializedNNModuleSource, base),
+        st.builds(jg.UnspecializedBuiltinNNModuleSource, base),
+        st.builds(jg.FSDPNNModuleSource, base),
+    )
+
+
+# A synthetic local allows no sub-guards: it is only ever a whole source.
+sources = st.recursive(roots, _chained, max_leaves=4) | st.builds(jg.SyntheticLocalSource, idents)
+# Every jitguard Source the strategies build: a new source class must join them.
+COVERED = {
+    "LocalSource", "GlobalSource", "RandomValueSource", "SyntheticLocalSource", "ShapeEnvSource",
+    "GlobalStateSource", "BackwardStateSource", "EphemeralSource", "AttrSource", "CodeSource",
+    "ClosureSource", "CellContentsSource", "GetItemSource", "ConstDictKeySource", "TypeSource",
+    "DefaultsSource", "WeakRefCallSource", "TensorPropertySource", "NNModuleSource",
+    "UnspecializedNNModuleSource", "UnspecializedBuiltinNNModuleSource", "FSDPNNModuleSource",
+}
+LOCAL_OBJECT = Config()  # held by identity: belongs to this process
+
+
+def _kind(name: str) -> Any:
+    return get_guard_kind(getattr(GB, name))[0]
+
+
+portable_types = st.sampled_from([int, str, list, dict, Config, Window, Color, json.JSONDecoder])
+leaves = st.one_of(
+    st.builds(lambda s, v: Leaf(_kind("EQUALS_MATCH"), (s,), v), sources, constants),
+    st.builds(lambda s, t: Leaf(_kind("TYPE_MATCH"), (s,), Ident(t)), sources, portable_types),
+    st.builds(lambda s: Leaf(_kind("ID_MATCH"), (s,), Ident(LOCAL_OBJECT)), sources),
+    st.builds(lambda s, o: Leaf(_kind("ID_MATCH"), (s,), Ident(o)), sources,
+              st.sampled_from([os, None, True, False])),
+    st.builds(lambda s: Leaf(_kind("NONE_MATCH"), (s,), None), sources),
+    st.builds(lambda s: Leaf(_kind("NOT_NONE"), (s,), None), sources),
+    st.builds(lambda s, b: Leaf(_kind("BOOL_MATCH"), (s,), b), sources, st.booleans()),
+    st.builds(lambda s, n: Leaf(_kind("LENGTH_CHECK"), (s,), n), sources, st.integers(0, 99)),
+    st.builds(lambda s, t, n: Leaf(_kind("SEQUENCE_LENGTH"), (s,), (Ident(t), n)), sources,
+              st.sampled_from([list, tuple]), st.integers(0, 9)),
+    st.builds(lambda s, k: Leaf(_kind("DICT_KEYS_MATCH"), (s,), (Ident(dict), tuple(k))), sources,
+              st.lists(idents | st.integers() | st.sampled_from(list(Color)), max_size=4, unique=True)),
+    st.builds(lambda s, k, inv: Leaf(_kind("DICT_CONTAINS"), (s,), (k, inv)), sources, idents,
+              st.booleans()),
+    st.builds(lambda s, a: Leaf(_kind("HASATTR"), (s,), a), sources, idents),
+    st.builds(lambda s, lo, hi: Leaf(_kind("EQUALS_MATCH"), (s,), Window(lo, hi)), sources,
+              st.integers(), constants),
+    st.builds(lambda a, b: Leaf(_kind("DUPLICATE_INPUT"), (a, b), None), sources, sources),
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Params equal: identity for Idents, strict equality (NaN == NaN, -0.0 != 0.0) else."""
+    if isinstance(a, Ident) or isinstance(b, Ident):
+        return isinstance(a, Ident) and isinstance(b, Ident) and a.get() is b.get()
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if dataclasses.is_dataclass(a):
+        return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    return strict_equal(a, b)
+
+
+# ---- properties ----------------------------------------------------------------------------
+
+
+def test_strategies_cover_every_source_class() -> None:
+    """Every public concrete Source of jitguard is generated by the property tests."""
+    public = {
+        n for n in jg.__all__
+        if isinstance(getattr(jg, n), type) and issubclass(getattr(jg, n), jg.Source)
+        and n not in ("Source", "ChainedSource", "ConstantSource")
+    }
+    assert public == COVERED
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(leaves, max_size=6))
+def test_round_trip_through_json(ls: list[Leaf]) -> None:
+    """Random guard sets survive export -> JSON text -> import -> export, and validate."""
+    text = jg.guards_to_json(ls)
+    doc = json.loads(text)
+    _validate(doc)
+    records = jg.import_guards(text)
+    assert len(records) == len(ls)
+    for leaf, rec in zip(ls, records, strict=True):
+        assert rec.kind == leaf.kind.name
+        assert rec.sources == leaf.sources
+        assert [s.name() for s in rec.sources] == [s.name() for s in leaf.sources]
+        assert rec.code == leaf.code()
+        if rec.portable:
+            assert _same(rec.params, leaf.params)
+        else:
+            assert isinstance(rec.params, jg.NotPortable)
+            assert rec.params.id == id(LOCAL_OBJECT) and "Config" in (rec.reason or "")
+    again = jg.export_guards(records)
+    _validate(again)
+    assert again == doc
+
+
+# ---- behaviour -----------------------------------------------------------------------------
+
+
+def _frame() -> dict[str, Any]:
+    return {
+        "n": 7, "x": (1, 2.5, math.nan, b"x"), "cfg": Config(), "d": {"a": None, 2: -0.0},
+        "seq": [1, 2, 3], "flag": True, "c": Color.BLUE,
+    }
+
+
+def _guards() -> list[jg.Guard]:
+    L, A, I = jg.LocalSource, jg.AttrSource, jg.GetItemSource  # noqa: E741
+    return [
+        L("n").make_guard(GB.EQUALS_MATCH),
+        L("x").make_guard(GB.EQUALS_MATCH),
+        L("cfg").make_guard(GB.TYPE_MATCH),
+        L("d").make_guard(GB.DICT_KEYS_MATCH),
+        I(L("d"), "a").make_guard(GB.CONSTANT_MATCH),
+        I(L("d"), 2).make_guard(GB.EQUALS_MATCH),
+        L("seq").make_guard(GB.SEQUENCE_LENGTH),
+        L("flag").make_guard(GB.BOOL_MATCH),
+        L("c").make_guard(GB.EQUALS_MATCH),
+        A(L("cfg"), "missing").make_guard(GB.NOT_HASATTR),
+    ]
+
+
+def test_imported_check_accepts_and_rejects_like_the_original() -> None:
+    """A check compiled from imported records decides every frame as the original does."""
+    frame = _frame()
+    names = tuple(frame)
+    original = jg.compile_guards(_guards(), f_locals=frame, arg_names=names)
+    doc = jg.export_guards(original)
+    _validate(doc)
+    assert doc["arg_names"] == list(names) and doc["schema_version"] == jg.GUARD_SCHEMA_VERSION
+    rebuilt = jg.compile_guard_records(jg.import_guards(json.dumps(doc)), arg_names=names)
+    variants = [
+        {}, {"n": 8}, {"n": 7.0}, {"x": (1, 2.5, math.nan, b"y")}, {"cfg": object()},
+        {"d": {"a": None, 2: 0.0}}, {"d": {2: -0.0, "a": None}}, {"seq": [1, 2]},
+        {"seq": (1, 2, 3)}, {"flag": 1}, {"c": Color.RED}, {"d": {"a": 0, 2: -0.0}},
+    ]
+    for change in variants:
+        args = tuple({**frame, **change}.values())
+        assert rebuilt.fn(*args) == original.fn(*args), change
+        assert [str(f) for f in rebuilt.explain(*args)] == [str(f) for f in original.explain(*args)]
+    assert rebuilt.fn(*frame.values())
+    assert [str(f) for f in rebuilt.explain(*{**frame, "n": 8}.values())] == [
+        "L['n'] == 7 failed: got 8"
+    ]
+
+
+def test_identity_guard_on_a_process_object_is_kept_as_not_portable() -> None:
+    """An ID_MATCH on a live object is exported with its source and a reason, not dropped;
+    compiling it from the document is refused, naming the source."""
+    obj = Config()
+    check = jg.compile_guards(
+        [jg.LocalSource("o").make_guard(GB.ID_MATCH), jg.LocalSource("n").make_guard(GB.EQUALS_MATCH)],
+        f_locals={"o": obj, "n": 1},
+    )
+    doc = jg.export_guards(check)
+    _validate(doc)
+    (g,) = [g for g in doc["guards"] if g["kind"] == "ID_MATCH"]
+    assert g["portable"] is False
+    assert g["sources"][0]["name"] == "L['o']"
+    assert g["expect"] == {
+        "$": "not_portable", "type": "a Config of this process, held by identity", "id": id(obj),
+    }
+    assert g["reason"] == "expects a Config of this process, held by identity"
+    records = jg.import_guards(doc)
+    assert [r.portable for r in records] == [False, True]
+    with pytest.raises(jg.GuardSchemaError) as e:
+        jg.compile_guard_records(records)
+    assert str(e.value) == (
+        "the ID_MATCH guard on L['o'] is not portable: expects a Config of this process, held "
+        "by identity; it must be rebuilt from a live frame"
+    )
+
+
+def test_long_lived_objects_are_portable() -> None:
+    """Identity guards on a module, a module-level class and function, None and True are
+    portable, and the rebuilt check holds exactly those objects."""
+    frame = {"m": os, "k": Config, "f": json.dumps, "z": None, "t": True}
+    check = jg.compile_guards([jg.LocalSource(n).make_guard(GB.ID_MATCH) for n in frame],
+                              f_locals=frame)
+    doc = jg.export_guards(check)
+    _validate(doc)
+    assert sorted(json.dumps(g["expect"]) for g in doc["guards"]) == sorted([
+        '{"$": "object", "module": "os"}',
+        f'{{"$": "object", "class": "{__name__}:Config"}}',
+        '{"$": "object", "class": "json:dumps"}',
+        '{"$": "object", "const": null}',
+        '{"$": "object", "const": true}',
+    ])
+    rebuilt = jg.compile_guard_records(jg.import_guards(doc))
+    assert rebuilt(frame)
+    for name, other in [("m", json), ("k", Window), ("f", json.loads), ("z", False), ("t", 1)]:
+        assert not rebuilt({**frame, name: other}), name
+
+
+def test_schema_file_ships_in_the_package() -> None:
+    """The JSON Schema is package data, itself a valid draft 2020-12 schema."""
+    schema = jg.guard_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["schema_version"] == {"const": jg.GUARD_SCHEMA_VERSION}
+
+
+def test_schema_rejects_malformed_documents() -> None:
+    """The schema itself rejects a document missing parts or with an unknown value tag."""
+    doc = jg.export_guards(jg.compile_guards([jg.LocalSource("n").make_guard(GB.EQUALS_MATCH)],
+                                             f_locals={"n": 1}))
+    _validate(doc)
+    bad = json.loads(json.dumps(doc))
+    bad["guards"][0]["expect"] = {"$": "pickle", "data": "..."}
+    with pytest.raises(jsonschema.ValidationError):
+        _validate(bad)
+    del doc["guards"][0]["sources"]
+    with pytest.raises(jsonschema.ValidationError):
+        _validate(doc)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"schema_version": 2, "kind": "jitguard.guard_set", "guards": []},
+         "this guard set has schema_version 2, written by a newer jitguard; this one reads up "
+         "to 1 (upgrade jitguard)"),
+        ({"kind": "jitguard.guard_set", "guards": []},
+         "not a jitguard guard set: schema_version is None"),
+        ("[1", "a guard set must be JSON: Expecting ',' delimiter: line 1 column 3 (char 2)"),
+        ({"schema_version": 1, "kind": "jitguard.guard_set", "guards": [
+            {"kind": "EQUALS_MATCH", "code": "", "portable": True, "expect": 1,
+             "sources": [{"type": "NoSuchSource", "name": "", "fields": {}}]}]},
+         "guard 0: no loaded Source subclass named 'NoSuchSource' (import the module that "
+         "defines it)"),
+        ({"schema_version": 1, "kind": "jitguard.guard_set", "guards": [
+            {"kind": "TYPE_MATCH", "code": "", "portable": True,
+             "expect": {"$": "object", "class": "no_such_module_xyz:K"},
+             "sources": [{"type": "LocalSource", "name": "", "fields": {"local_name": "k"}}]}]},
+         "no_such_module_xyz:K is not loaded in this process (import no_such_module_xyz first: "
+         "reading a guard set never imports a module)"),
+    ],
+)
+def test_import_errors_say_what_is_wrong(doc: Any, message: str) -> None:
+    """Bad documents raise GuardSchemaError (a ValueError) with a message that says why."""
+    with pytest.raises(jg.GuardSchemaError) as e:
+        jg.import_guards(doc)
+    assert isinstance(e.value, ValueError)
+    assert str(e.value) == message
+
+
+def test_unknown_kind_is_refused_when_compiling() -> None:
+    """A record of a kind this process has not registered names the kind and source."""
+    rec = jg.GuardRecord("NO_SUCH_KIND", (jg.LocalSource("x"),), 1, "x")
+    with pytest.raises(jg.GuardSchemaError) as e:
+        jg.compile_guard_records([rec])
+    assert str(e.value) == (
+        "the guard on L['x'] is of kind NO_SUCH_KIND, which is not registered in this process"
+    )
+
+
+def test_unregistered_value_type_is_not_portable() -> None:
+    """An expectation with no JSON form makes its guard not portable, with the type named."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Opaque:
+        v: int
+
+    leaf = Leaf(_kind("EQUALS_MATCH"), (jg.LocalSource("x"),), Opaque(1))
+    (g,) = jg.export_guards([leaf])["guards"]
+    assert g["portable"] is False
+    assert g["reason"] == (
+        "expects a test_unregistered_value_type_is_not_portable.<locals>.Opaque (no JSON form; "
+        "see register_schema_type)"
+    )
