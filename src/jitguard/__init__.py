@@ -7,6 +7,9 @@ Re-exports only; the code lives in ``jitguard._src``. Torch-only names are reach
 from ._src.cache.decorators import specialize as specialize
 from ._src.cache.entry import CacheEntry as CacheEntry
 from ._src.cache.entry import register_specificity as register_specificity
+from ._src.cache.explain import Explanation as Explanation
+from ._src.cache.explain import explain as explain
+from ._src.cache.observe import CompileInfo as CompileInfo
 from ._src.cache.policy import ArgContext as ArgContext
 from ._src.cache.policy import ArgPolicy as ArgPolicy
 from ._src.cache.policy import ArgRule as ArgRule
@@ -66,6 +69,7 @@ from ._src.errors import GuardMismatchError as GuardMismatchError
 from ._src.errors import GuardSchemaError as GuardSchemaError
 from ._src.errors import InvalidCompileIdError as InvalidCompileIdError
 from ._src.errors import JitGuardError as JitGuardError
+from ._src.errors import LargeGuardSetWarning as LargeGuardSetWarning
 from ._src.errors import NoCompileContextError as NoCompileContextError
 from ._src.errors import NoTracingContextError as NoTracingContextError
 from ._src.errors import RecompileError as RecompileError
@@ -93,6 +97,7 @@ from ._src.ids import COMPILE_ID_PATTERN as COMPILE_ID_PATTERN
 from ._src.ids import CompileId as CompileId
 from ._src.ids import TraceId as TraceId
 from ._src.integrations import register_loader as _register_loader
+from ._src.logs import set_logs as set_logs
 from ._src.sources import AttrSource as AttrSource
 from ._src.sources import BackwardStateSource as BackwardStateSource
 from ._src.sources import CellContentsSource as CellContentsSource
@@ -118,6 +123,7 @@ from ._src.sources import UnspecializedBuiltinNNModuleSource as UnspecializedBui
 from ._src.sources import UnspecializedNNModuleSource as UnspecializedNNModuleSource
 from ._src.sources import WeakRefCallSource as WeakRefCallSource
 from ._src.stacks import CapturedStack as CapturedStack
+from ._src.structured import set_trace as set_trace
 from ._src.weak import WeakIdKeyDictionary as WeakIdKeyDictionary
 
 
@@ -150,6 +156,7 @@ __all__ = [
     "CodeSource",
     "CompileContext",
     "CompileId",
+    "CompileInfo",
     "CompileRequest",
     "ConstDictKeySource",
     "ConstantSource",
@@ -157,6 +164,7 @@ __all__ = [
     "DuplicateInputs",
     "EmitContext",
     "EphemeralSource",
+    "Explanation",
     "FSDPNNModuleSource",
     "FunctionCache",
     "GUARD_SCHEMA_VERSION",
@@ -187,6 +195,7 @@ __all__ = [
     "InvalidCompileIdError",
     "InvokeSubgraphCache",
     "JitGuardError",
+    "LargeGuardSetWarning",
     "Leaf",
     "LocalSource",
     "ModuleContext",
@@ -227,6 +236,7 @@ __all__ = [
     "compile_guards",
     "config",
     "detect_fake_mode",
+    "explain",
     "export_guards",
     "global_states",
     "guard_kinds",
@@ -242,6 +252,8 @@ __all__ = [
     "register_schema_type",
     "register_specificity",
     "register_sympy_function",
+    "set_logs",
+    "set_trace",
     "specialize",
     "tracing",
 ]

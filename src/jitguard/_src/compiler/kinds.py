@@ -67,6 +67,7 @@ __all__ = [
     "guard_kinds",
     "register_guard_kind",
     "register_guard_kind_alias",
+    "unregister_guard_kind_alias",
 ]
 
 
@@ -181,6 +182,12 @@ class GuardKind:
     def export(self, params: Any) -> tuple[Any, Any]:
         """(guarded class weakref or None, object weakref or None) for ``set_export_info``."""
         return (None, None)
+
+    def detail(self, params: Any) -> Optional[dict[str, Any]]:
+        """What the guard pins, as JSON-ready fields for inspection (``jitguard.explain``,
+        traces), beyond its one-line ``code``; None when the code says it all. A relational
+        kind may return ``{"per_source": [fields, ...]}``, one per source in order."""
+        return None
 
     def fact(self, params: Any) -> Optional[tuple[str, Hashable]]:
         """A hashable fact this guard pins, as (fact name, expected fact), or None.
@@ -314,6 +321,13 @@ def register_guard_kind_alias(alias: str, name: str) -> None:
         if alias in _kinds:
             raise GuardKindError(f"{alias} is a registered guard kind; it cannot be an alias")
         _aliases[alias] = name
+
+
+def unregister_guard_kind_alias(alias: str) -> None:
+    """Remove an alias made by ``register_guard_kind_alias`` (``KeyError`` if there is none)."""
+    with _lock:
+        if _aliases.pop(alias, None) is None:
+            raise KeyError(f"no guard kind alias named {alias!r}")
 
 
 def create_fn_for(name: str) -> Callable[..., Any]:
