@@ -280,7 +280,7 @@ TORCH_FRONTEND = {"api", "compile", "compiled", "convert", "convert_shape", "con
 TORCH_ADAPTERS = {"adapter", "adapter_sources"}
 # Integration modules that still import a private torch module themselves (C++ checkers and
 # fake-tensor hooks written before the adapter existed); no other module may.
-TORCH_PRIVATE_ALLOWED = {"aliasing", "batched", "fake", "state"}
+TORCH_PRIVATE_ALLOWED = {"aliasing", "batched", "fake", "logging_bridge", "state"}
 PRIVATE_TORCH = ("torch._",)
 
 

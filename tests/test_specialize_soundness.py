@@ -89,7 +89,6 @@ def test_defaults_removed(compiler: Any) -> None:
     assert sf(3, 4) == 12
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9 item 8 (not in this branch): specialize's signature does not see defaults added after specializing")
 @pytest.mark.parametrize("compiler", COMPILERS)
 def test_defaults_added(compiler: Any) -> None:
     """A default given to a required parameter after specializing: the call without it
