@@ -614,3 +614,41 @@ def test_unknown_kind_is_unconverted_with_reason() -> None:
         "OPAQUE_OBJ_GUARD_FN_MATCH"
     ]
     assert conv.delegated == {"OPAQUE_OBJ_GUARD_FN_MATCH": 1}
+
+
+def test_seeded_fuzz_agrees_with_torch() -> None:
+    """200 seeded mutations of tensors and scalars (shape, dtype, stride, requires_grad,
+    aliasing, int and float values): jitguard's converted check and torch's guard tree give
+    the same answer on every one."""
+    import random
+
+    rng = random.Random(0)
+    xs = [t(3, 4) for _ in range(3)]
+    for v in xs:
+        torch._dynamo.mark_dynamic(v, 0)
+    c = capture(models.f2, *xs, 2, 0.5)
+
+    def tensor(rows: int) -> Any:
+        shape = (rows, 4)
+        if rng.random() < 0.15:
+            shape = rng.choice([(1, 4), (3, 5), (3,), (rows + 1, 4)])
+        dtype = torch.float64 if rng.random() < 0.1 else torch.float32
+        v = torch.ones(*shape, dtype=dtype)
+        if rng.random() < 0.1 and v.dim() == 2:
+            v = torch.ones(shape[1], shape[0], dtype=dtype).t()
+        if rng.random() < 0.1:
+            v.requires_grad_()
+        if rng.random() < 0.9 and v.shape[0] > 1:
+            torch._dynamo.mark_dynamic(v, 0)
+        return v
+
+    outcomes = set()
+    for _ in range(200):
+        rows = rng.choice([2, 3, 7])
+        a, b, d = tensor(rows), tensor(rows), tensor(rows)
+        if rng.random() < 0.1:
+            b = a
+        n = rng.choice([2, 2, 3, 2.0, True])
+        s = rng.choice([0.5, 0.5, 1.5, -0.0])
+        outcomes.add(c.agree(a, b, d, n, s))
+    assert outcomes == {True, False}

@@ -7,8 +7,10 @@ May import: errors, guards, sources.
 Every source here reads its value bypassing user overrides, exactly as the C++ accessor
 torch uses for it does: ``DictGetItemSource`` through ``dict.__getitem__`` (a dict
 subclass's ``__getitem__`` is not run), ``ListGetItemSource`` through ``list.__getitem__``,
-``GenericAttrSource`` through ``object.__getattribute__``. See [Note: Source protocol] in
-sources.py for the two read paths (``access`` and ``emit``) each source provides.
+``GenericAttrSource`` through ``object.__getattribute__``. Each follows
+[Note: Source protocol] in sources.py: ``render`` writes its name, ``access`` reads its value,
+and where the generated code must differ from the name (the read that bypasses overrides)
+``emit`` too.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import SourceError
-from .guards import ChainedSource, Source, source_dataclass
-from .sources import Binder, ConstDictKeySource
+from .guards import source_dataclass
+from .sources import Binder, Chained, ConstDictKeySource, has_literal_form
 
 __all__ = [
     "ClosureCellSource",
@@ -32,48 +34,9 @@ __all__ = [
 # the real dict), whatever its metaclass says ``__dict__`` is.
 _type_namespace = type.__dict__["__dict__"].__get__
 
-_LITERALS = (int, str, bytes, bool, type(None))
-
-
-def _is_literal_key(key: Any) -> bool:
-    """The key's ``repr`` is a Python literal that reads back as an equal key of the same
-    type (so the source's name says exactly which key)."""
-    tp = type(key)
-    if tp is float:
-        return key == key and key not in (float("inf"), float("-inf"))
-    if tp is tuple:
-        return all(_is_literal_key(k) for k in key)
-    return any(tp is t for t in _LITERALS)
-
-
-class _Chained(ChainedSource):
-    """The shared base check and the cached ``name()``."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.base, Source):
-            raise SourceError(f"{type(self).__name__} needs a Source as base, got {self.base!r}")
-        if not self.base.subguards_allowed():
-            raise SourceError(
-                f"{type(self).__name__} on {self.base.name()}: its base allows no sub-guards "
-                f"({self.base.guard_source().name})"
-            )
-
-    def name(self) -> str:
-        cached = getattr(self, "_jitguard_name", None)
-        if cached is None:
-            cached = self._name(self.base.name())
-            object.__setattr__(self, "_jitguard_name", cached)
-        return cached
-
-    def _name(self, base: str) -> str:
-        raise NotImplementedError
-
-    def emit(self, base: str, bind: Binder) -> str:
-        raise NotImplementedError
-
 
 @source_dataclass
-class DictGetItemSource(_Chained):
+class DictGetItemSource(Chained):
     """A dict item read with ``dict.__getitem__``: ``L['d']['k']``. ``index`` is a literal key
     or a ``ConstDictKeySource`` on the same dict (the item at that key position, named
     ``L['d'][list(dict.keys(L['d']))[0]]``)."""
@@ -90,16 +53,16 @@ class DictGetItemSource(_Chained):
                     f"DictGetItemSource key {self.index.name()} is a key of another dict than "
                     f"{self.base.name()}"
                 )
-        elif not _is_literal_key(self.index):
+        elif not has_literal_form(self.index):
             raise SourceError(
                 f"DictGetItemSource key {self.index!r} (a {type(self.index).__name__}) has no "
                 f"literal form; use a ConstDictKeySource (the key by position) instead"
             )
 
-    def _name(self, base: str) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         if isinstance(self.index, ConstDictKeySource):
-            return f"{base}[{self.index.name()}]"
-        return f"{base}[{self.index!r}]"
+            return f"{base}[{self.index.render(base, bind)}]"
+        return f"{base}[{bind(self.index, 'key')}]"
 
     def access(self, base_value: Any) -> Any:
         if isinstance(self.base, TypeDictSource):
@@ -119,7 +82,7 @@ class DictGetItemSource(_Chained):
 
 
 @source_dataclass
-class ListGetItemSource(_Chained):
+class ListGetItemSource(Chained):
     """A list item read with ``list.__getitem__``: ``list.__getitem__(L['xs'], 3)``."""
 
     index: int
@@ -129,8 +92,8 @@ class ListGetItemSource(_Chained):
         if type(self.index) is not int:
             raise SourceError(f"ListGetItemSource index must be an int, got {self.index!r}")
 
-    def _name(self, base: str) -> str:
-        return f"list.__getitem__({base}, {self.index!r})"
+    def render(self, base: str, bind: Binder) -> str:
+        return f"list.__getitem__({base}, {bind(self.index, 'index')})"
 
     def access(self, base_value: Any) -> Any:
         return list.__getitem__(base_value, self.index)
@@ -140,7 +103,7 @@ class ListGetItemSource(_Chained):
 
 
 @source_dataclass
-class GenericAttrSource(_Chained):
+class GenericAttrSource(Chained):
     """An attribute read with ``object.__getattribute__`` (no ``__getattr__`` or
     ``__getattribute__`` override runs): ``object.__getattribute__(L['o'], 'a')``."""
 
@@ -151,8 +114,8 @@ class GenericAttrSource(_Chained):
         if not isinstance(self.member, str):
             raise SourceError(f"GenericAttrSource member must be a str, got {self.member!r}")
 
-    def _name(self, base: str) -> str:
-        return f"object.__getattribute__({base}, {self.member!r})"
+    def render(self, base: str, bind: Binder) -> str:
+        return f"object.__getattribute__({base}, {bind(self.member, 'attr')})"
 
     def access(self, base_value: Any) -> Any:
         return object.__getattribute__(base_value, self.member)
@@ -163,12 +126,12 @@ class GenericAttrSource(_Chained):
 
 
 @source_dataclass
-class TypeDictSource(_Chained):
+class TypeDictSource(Chained):
     """A class's own namespace, ``dict(L['c'].__dict__)`` as Dynamo names it: read as the
     mapping proxy of the class's real dict (``type.__dict__['__dict__']``, so no metaclass
     ``__dict__`` is consulted); items of it are read by key (``DictGetItemSource``)."""
 
-    def _name(self, base: str) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         return f"dict({base}.__dict__)"
 
     def access(self, base_value: Any) -> Any:
@@ -179,21 +142,18 @@ class TypeDictSource(_Chained):
 
 
 @source_dataclass
-class TypeMROSource(_Chained):
+class TypeMROSource(Chained):
     """A class's method resolution order: ``L['t'].__mro__``."""
 
-    def _name(self, base: str) -> str:
+    def render(self, base: str, bind: Binder) -> str:
         return f"{base}.__mro__"
 
     def access(self, base_value: Any) -> Any:
         return base_value.__mro__
 
-    def emit(self, base: str, bind: Binder) -> str:
-        return f"{base}.__mro__"
-
 
 @source_dataclass
-class ClosureCellSource(_Chained):
+class ClosureCellSource(Chained):
     """What a free variable of a function holds, named as the function's frame sees it:
     ``L['scale']``. ``base`` is a source for the function itself (wherever the caller keeps
     it); the value is ``base.__closure__[index].cell_contents``, read at check time, so a
@@ -210,8 +170,8 @@ class ClosureCellSource(_Chained):
                 f"{self.var!r}, {self.index!r}"
             )
 
-    def _name(self, base: str) -> str:
-        return f"L[{self.var!r}]"
+    def render(self, base: str, bind: Binder) -> str:
+        return f"L[{bind(self.var, 'var')}]"  # the name the function's frame gives it
 
     def access(self, base_value: Any) -> Any:
         return base_value.__closure__[self.index].cell_contents

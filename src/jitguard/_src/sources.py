@@ -25,7 +25,9 @@ May import: _util, errors, guards, root_sources.
 # The library's chained sources subclass ``Chained`` and write their text once, in
 # ``render(base, bind)``: ``emit`` is ``render`` with the compiler's ``bind``, and ``name()``
 # is ``render`` of the base's name with ``literal`` as ``bind`` (the constant's literal
-# text), computed once and cached. So display and code cannot drift apart:
+# text), computed once and cached. So display and code cannot drift apart. (A source whose
+# code must differ from its name, such as a read that bypasses user overrides written as the
+# plain read torch shows, overrides ``emit`` too: ``more_sources``.)
 #
 #     @source_dataclass
 #     class ItemSource(Chained):
