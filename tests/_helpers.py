@@ -76,3 +76,33 @@ class Hostile:
 
     def __repr__(self) -> str:
         return "Hostile()"
+
+
+def registry_candidates(source: Any, value: Any) -> list[Any]:
+    """Every registered guard kind that can guard ``value`` at ``source`` (as a create_fn, with
+    each option set its ``sample_options`` gives), in name order: the differential fuzz
+    draws from these, so a kind is fuzzed the day it is registered. Relational kinds, kinds
+    that read no frame value or read their source's base are left to the fuzz's own
+    builders; a kind whose ``expect`` raises on the value, or whose guard does not hold on
+    it, is not a candidate."""
+    import functools
+
+    from jitguard._src.compiler.kinds import create_fn_for, guard_kinds
+
+    out: list[Any] = []
+    for name, kind in sorted(guard_kinds().items()):
+        if kind.relational or not kind.reads_value or kind.on_base:
+            continue
+        for options in kind.sample_options(value):
+            fn = create_fn_for(name)
+            if options:
+                fn = functools.partial(fn, **options)
+            try:
+                chosen = kind.resolve(value, dict(options))
+                params = chosen.expect(value, source.make_guard(fn), **options)
+                if not chosen.holds(value, params):
+                    continue
+            except Exception:
+                continue
+            out.append(fn)
+    return out

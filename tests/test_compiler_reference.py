@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _helpers import Hostile
+from _helpers import Hostile, registry_candidates
 from jitguard import (
     AttrSource,
     CheckFunction,
@@ -101,23 +101,9 @@ def _nodes(source: Source, value: Any, depth: int = 0) -> list[tuple[Source, Any
 
 
 def _candidates(source: Source, value: Any) -> list[Callable[..., Any]]:
-    """The guard kinds (create_fns) that can be built on ``value``."""
-    gb = GuardBuilder
-    out: list[Callable[..., Any]] = [gb.TYPE_MATCH, gb.ID_MATCH]
-    if value is not None:
-        out.append(gb.NOT_NONE)
-    if _is_constant(value):
-        out += [gb.CONSTANT_MATCH, gb.EQUALS_MATCH]
-    if type(value) in (list, tuple, dict, str, bytes):
-        out.append(gb.LENGTH_CHECK)
-    if type(value) in (list, tuple):
-        out.append(gb.SEQUENCE_LENGTH)
-    if type(value) is dict:
-        out.append(gb.DICT_KEYS_MATCH)
-        for k in list(value)[:2]:
-            out.append(functools.partial(gb.DICT_CONTAINS, key=k))
-        out.append(functools.partial(gb.DICT_CONTAINS, key="absent-key", invert=True))
-    return out
+    """The guard kinds (create_fns) that can be built on ``value``: every registered kind
+    that holds on it, so that a new kind is fuzzed the day it is registered."""
+    return registry_candidates(source, value)
 
 
 def _attr_guards(source: Source, value: Any) -> list[Guard]:

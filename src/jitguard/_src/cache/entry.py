@@ -9,30 +9,31 @@ May import: _util, guards, ids, sources, compiler.*, cache.signature.
 # the facts that a leaf pins on a *parameter* (a ``LocalSource`` naming one of ``fn``'s
 # parameters; deeper sources are not read by the dispatcher, which must never run user code
 # a guard would not run) and files each under a ``Dim``: the parameter and how the fact is
-# computed from its value. For the built-in kinds ("value", "type", "id", "len",
-# "type_len", "type_keys", from the built-in kind classes only) the dispatcher computes the
-# fact inline, exactly as their ``fact_of`` does ([Note: Key layout]), and the leaf is
-# *implied* by an equal fact: the key lookup alone decides it, and it is left out of the
-# entry's residual check for that snapshot. Two exceptions stay in the residual (a key
-# match is dict equality, looser than these guards): a "value" fact of a float or complex
-# zero (``0.0`` and ``-0.0`` are one key) and every "type_keys" fact (the call's keys are
-# compared with ``==`` whatever their type). A "value" fact whose type is not a builtin
-# scalar type itself is not used. Facts of other kinds are computed by calling their ``fact_of``
-# and only narrow the candidates; their leaves always stay in the check.
+# computed from its value. A fact the kind's class declares as a ``DispatchFact`` ("value",
+# "type", "id", "len", "type_len", "type_keys" for the built-in kinds; [Note: Kinds own
+# their cache data]) is computed inline by the dispatcher ([Note: Key layout]), and when
+# the declaration says ``exact`` the leaf is *implied* by an equal fact: the key lookup
+# alone decides it, and it is left out of the entry's residual check for that snapshot
+# (the built-in "value" fact is not exact for a float or complex zero, "type_keys" never
+# is: a key match is dict equality, looser than those guards). A fact gated to "scalar"
+# types whose type is not a builtin scalar type is not used. Other facts are computed by
+# calling the kind's ``fact_of`` and only narrow the candidates; their leaves always stay
+# in the check.
 # An entry with two different expectations for one Dim can never hold; the Dim is dropped
 # for it (so it is checked in full, and fails).
 
 # [Note: Specificity]
 # When several entries accept a call, the most specialized wins. An entry's specificity is
-# the sum of its leaves' weights: 8 for a leaf that pins one value or object (EQUALS_MATCH,
-# BOOL_MATCH, NONE_MATCH, ID_MATCH, FUNCTION_MATCH), 4 for structure (SEQUENCE_LENGTH,
-# LENGTH_CHECK, DICT_KEYS_MATCH), 2 for TYPE_MATCH, 1 for anything else (aliasing, shape
+# the sum of its leaves' weights, which each kind declares ([Note: Kinds own their cache
+# data]): 8 for a leaf that pins one value or object (EQUALS_MATCH, BOOL_MATCH, NONE_MATCH,
+# ID_MATCH, FUNCTION_MATCH), 4 for structure (SEQUENCE_LENGTH, LENGTH_CHECK,
+# DICT_KEYS_MATCH), 2 for TYPE_MATCH, 1 for anything that says nothing (aliasing, shape
 # guards, user kinds), 0 for GLOBAL_STATE (every entry has the same). So ``n == 7`` (8)
 # beats ``type(n) is int`` (2), whichever was compiled first. Ties go to the older entry,
 # which makes the choice independent of hit history, and adding an entry never takes calls
-# from an equally specific one. Integrations weigh their kinds with
-# ``register_specificity`` (a number, or a function of the leaf's params: a tensor guard
-# with static sizes outweighs one with dynamic sizes).
+# from an equally specific one. ``register_specificity`` overrides a kind's weight by name
+# (a number, or a function of the leaf's params: a tensor guard with static sizes outweighs
+# one with dynamic sizes).
 """
 
 from __future__ import annotations
@@ -44,11 +45,10 @@ from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple, Optional, Union
 
 from .._util import is_scalar_type
-from ..compiler import builtin_kinds as bk
 from ..compiler.builder import Leaf
 from ..compiler.check import CheckFunction
 from ..compiler.codecache import forget
-from ..compiler.kinds import GuardKind
+from ..compiler.kinds import DispatchFact, GuardKind, dispatch_fact
 from ..guards import Guard, Source
 from ..ids import CompileId
 from ..sources import LocalSource
@@ -72,17 +72,14 @@ def never(*values: Any) -> bool:
 # ---- specificity -------------------------------------------------------------------------
 
 Weight = Union[int, Callable[[Any], int]]
-_weights: dict[str, Weight] = {
-    "EQUALS_MATCH": 8, "BOOL_MATCH": 8, "NONE_MATCH": 8, "ID_MATCH": 8, "FUNCTION_MATCH": 8,
-    "SEQUENCE_LENGTH": 4, "LENGTH_CHECK": 4, "DICT_KEYS_MATCH": 4, "TYPE_MATCH": 2,
-    "GLOBAL_STATE": 0,
-}
+_weights: dict[str, Weight] = {}  # overrides by kind name: register_specificity
 _weights_lock = threading.Lock()
 
 
 def register_specificity(kind_name: str, weight: Weight) -> None:
-    """Say how much a leaf of the guard kind ``kind_name`` specializes an entry: a number, or
-    a function of the leaf's params returning one. See [Note: Specificity]."""
+    """Say how much a leaf of the guard kind ``kind_name`` specializes an entry, in place of
+    what the kind declares (``GuardKind.weight``): a number, or a function of the leaf's
+    params returning one. See [Note: Specificity]."""
     if not (callable(weight) or isinstance(weight, int)):
         raise TypeError(f"weight must be an int or a function of params, got {weight!r}")
     with _weights_lock:
@@ -90,7 +87,9 @@ def register_specificity(kind_name: str, weight: Weight) -> None:
 
 
 def _leaf_weight(leaf: Leaf) -> int:
-    weight = _weights.get(leaf.kind.name, 1)
+    weight = _weights.get(leaf.kind.name)
+    if weight is None:
+        return int(leaf.kind.weight(leaf.params))
     return int(weight(leaf.params)) if callable(weight) else weight
 
 
@@ -103,8 +102,9 @@ def specificity(leaves: list[Leaf]) -> int:
 
 
 class Dim(NamedTuple):
-    """One fact of one parameter: ``fact`` is a built-in fact name (computed inline, and
-    exact) or, with ``kind`` set, a fact computed by ``kind.fact_of``."""
+    """One fact of one parameter: ``fact`` names a ``DispatchFact`` a kind declares
+    (computed inline by the dispatcher, see ``spec``) or, with ``kind`` set, a fact computed
+    by ``kind.fact_of``."""
 
     position: int
     param: str
@@ -112,45 +112,14 @@ class Dim(NamedTuple):
     kind: Optional[GuardKind] = None
 
     def sort_key(self) -> tuple[int, str, int, str]:
-        """A deterministic order (parameter, fact, built-in first, kind name)."""
+        """A deterministic order (parameter, fact, inline first, kind name)."""
         return (self.position, self.fact, 0 if self.kind is None else 1,
                 "" if self.kind is None else self.kind.name)
 
-
-# fact name -> (the built-in kinds whose leaves it implies, expected fact -> key components)
-_BUILTIN_FACTS: dict[str, tuple[tuple[type, ...], Callable[[Any], tuple[Any, ...]]]] = {
-    "value": ((bk.EqualsMatch, bk.BoolMatch), lambda exp: (exp[0], exp[1])),
-    "type": ((bk.TypeMatch, bk.NoneMatch), lambda exp: (exp,)),
-    "id": ((bk.IdMatch,), lambda exp: (exp,)),
-    "len": ((bk.LengthCheck,), lambda exp: (exp,)),
-    "type_len": ((bk.SequenceLength,), lambda exp: (exp[0], exp[1])),
-    "type_keys": ((bk.DictKeysMatch,), lambda exp: (exp[0], exp[1])),
-}
-
-
-def _has_zero(value: Any) -> bool:
-    """A float or complex zero (0.0 and -0.0 are one dict key), also inside a tuple."""
-    tp = type(value)
-    if tp is float:
-        return value == 0.0
-    if tp is complex:
-        return value.real == 0.0 or value.imag == 0.0
-    if tp is tuple:
-        return any(_has_zero(v) for v in value)
-    return False
-
-
-def _exact_fact(name: str, components: tuple[Any, ...]) -> bool:
-    """Whether a key match on this built-in fact proves its leaf. A dict key match is
-    ``hash`` and ``==``: for "value" that is the guard itself (the type is part of the key)
-    except for signed zeros; "type_keys" compares the call's keys, whatever their types,
-    with ``==`` (a str subclass, ``True`` for ``1``), so its leaf stays in the residual and
-    the guard decides."""
-    if name == "type_keys":
-        return False
-    if name == "value":
-        return not _has_zero(components[1])
-    return True
+    @property
+    def spec(self) -> Optional[DispatchFact]:
+        """The declared fact an inline dim computes (None for a ``fact_of`` dim)."""
+        return dispatch_fact(self.fact) if self.kind is None else None
 
 
 def _leaf_fact(
@@ -169,12 +138,12 @@ def _leaf_fact(
         return None
     name, expected = fact
     pos = positions[source.local_name]
-    builtin = _BUILTIN_FACTS.get(name)
-    if builtin is not None and type(leaf.kind) in builtin[0]:
-        components = builtin[1](expected)
-        if name == "value" and not is_scalar_type(components[0]):
-            return None  # the dispatcher hashes a "value" part: builtin scalars only
-        exact = _exact_fact(name, components)
+    declared = leaf.kind.inline_fact(name)
+    if declared is not None and dispatch_fact(name) == declared:
+        components = declared.parts(expected)
+        if declared.gate == "scalar" and not is_scalar_type(components[0]):
+            return None  # the dispatcher hashes this part: builtin scalars only
+        exact = declared.is_exact(components)
         dim = Dim(pos, source.local_name, name)
     else:
         components, exact = (expected,), False

@@ -34,6 +34,7 @@ May import: _util, compiler.codecache, cache.signature, cache.entry.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import weakref
 from collections.abc import Callable, Hashable, Sequence
@@ -72,8 +73,14 @@ def empty_index() -> dict[Any, Any]:
     """An index in which every call misses."""
     return {LINEAR: MISS_SLOT, FOLLOWERS: {LINEAR: ()}}
 
-_TYPED = ("value", "type", "type_len", "type_keys")
 _SCALAR_TYPE_IDS = frozenset(id(t) for t in SCALAR_TYPES)
+KEEP_GENERATIONS = 4  # dispatcher generations whose source stays in linecache
+
+
+def _typed(dim: Dim) -> Optional[str]:
+    """How an inline dim's first key part is the value's type ("type", "id"), or None."""
+    spec = dim.spec
+    return spec.typed if spec is not None else None
 
 
 class Layout(NamedTuple):
@@ -107,15 +114,15 @@ def compute_layout(entries: Sequence[CacheEntry], dims: tuple[Dim, ...]) -> Layo
     hoisted: list[Optional[tuple[str, Any]]] = []
     types: list[frozenset[int]] = []
     for dim in dims:
-        typed = dim.kind is None and dim.fact in _TYPED
+        typed = _typed(dim)
         firsts = {e.facts[dim][0] for e in keyed} if typed else set()
-        # "value" facts hold the type itself (a builtin scalar type), the others its id.
-        types.append(frozenset(id(f) if dim.fact == "value" else f for f in firsts))
+        # A fact typed "type" holds the type itself (a builtin scalar type), "id" its id.
+        types.append(frozenset(id(f) if typed == "type" else f for f in firsts))
         if len(firsts) != 1:
             hoisted.append(None)
             continue
         (first,) = firsts
-        hoisted.append(("is", first) if dim.fact == "value" else ("id", first))
+        hoisted.append(("is", first) if typed == "type" else ("id", first))
     exact = not linear and all(e.exact_under(dims) for e in heads.values())
     return Layout(dims, tuple(hoisted), exact, tuple(types))
 
@@ -165,8 +172,8 @@ class KeyCode:
             if hoisted is not None:
                 if comps[0] is not hoisted[1] and comps[0] != hoisted[1]:
                     return False
-            elif dim.kind is None and dim.fact in _TYPED and layout.types is not None:
-                first = id(comps[0]) if dim.fact == "value" else comps[0]
+            elif _typed(dim) and layout.types is not None:
+                first = id(comps[0]) if _typed(dim) == "type" else comps[0]
                 if first not in layout.types[k]:
                     return False
         return True
@@ -218,8 +225,8 @@ class KeyCode:
                 if comps[0] is not hoisted[1] and comps[0] != hoisted[1]:
                     return NOKEY
                 parts.extend(comps[1:])
-            elif dim.kind is None and dim.fact == "value":
-                parts.extend((id(comps[0]), comps[1]))
+            elif _typed(dim) == "type":
+                parts.extend((id(comps[0]), *comps[1:]))
             else:
                 parts.extend(comps)
         return parts[0] if len(parts) == 1 else tuple(parts)
@@ -235,19 +242,23 @@ def _key_code(
     t, i, n = f"{p}type", f"{p}id", f"{p}len"
     for k, (dim, hoisted) in enumerate(zip(layout.dims, layout.hoisted, strict=True)):
         v = dim.param
+        spec = dim.spec
         # A part that would run code of the value's type has a precondition on the type's
-        # id: the ``hash`` of a "value" part only for builtin scalars, the ``len`` of a
-        # "type_len" part only for the types the keyed entries have. A guard runs that
-        # code only after its type test, and so must the dispatcher: never a user type's
-        # ``__hash__``/``__len__`` (no keyed entry can hold for another type anyway).
+        # id (the fact's ``gate``): the ``hash`` of a "value" part only for builtin
+        # scalars, the ``len`` of a "type_len" part only for the types the keyed entries
+        # have. A guard runs that code only after its type test, and so must the
+        # dispatcher: never a user type's ``__hash__``/``__len__`` (no keyed entry can hold
+        # for another type anyway).
         if hoisted is not None:
             name = f"{p}T{g}_{k}"
             ns[name] = hoisted[1]
             pre.append(f"{t}({v}) is {name}" if hoisted[0] == "is" else f"{i}({t}({v})) == {name}")
-        elif dim.kind is None and dim.fact in _TYPED:
+        elif spec is not None and spec.typed:
             parts.append(f"{i}({t}({v}))")
-            gate = _SCALAR_TYPE_IDS if dim.fact == "value" else None
-            if dim.fact == "type_len" and layout.types is not None:
+            gate: Optional[frozenset[int]] = None
+            if spec.gate == "scalar":
+                gate = _SCALAR_TYPE_IDS
+            elif spec.gate == "types" and layout.types is not None:
                 gate = layout.types[k]
             if gate is not None:
                 tname = f"{p}TS{g}_{k}"
@@ -258,14 +269,9 @@ def _key_code(
             kind, fact = dim.kind, dim.fact
             ns[fname] = lambda value, _k=kind, _f=fact: _k.fact_of(_f, value)
             parts.append(f"{fname}({v})")
-        elif dim.fact == "value":
-            parts.append(v)
-        elif dim.fact in ("len", "type_len"):
-            parts.append(f"{n}({v})")
-        elif dim.fact == "id":
-            parts.append(f"{i}({v})")
-        elif dim.fact == "type_keys":
-            parts.append(f"{p}tuple({p}dict.keys({v}))")
+        elif spec is not None and spec.expr is not None:
+            parts.append(spec.expr.format(v=v, type=t, id=i, len=n, tuple=f"{p}tuple",
+                                          dict=f"{p}dict"))
     if len(parts) == 1:
         key = parts[0]
     else:
@@ -299,6 +305,9 @@ class Dispatcher:
         )
         self._generations = itertools.count()
         self._current: Optional[KeyCode] = None
+        # The last few generations: their source stays in linecache (a call still running
+        # in an older generation's code can show its lines), older ones let go.
+        self._recent: collections.deque[KeyCode] = collections.deque(maxlen=KEEP_GENERATIONS)
         first = self.keycode(Layout((), (), False))
         self.ns[first.index_name] = empty_index()
         self.function: Callable[..., Any] = self.ns[f"{p}fn{first.generation}"]
@@ -407,8 +416,9 @@ class Dispatcher:
             del self.ns[f"{p}fn{g}"]
         keycode = KeyCode(layout, g, self.ns.pop(f"{p}key{g}"), code, index, nested, text,
                           filename)
-        # The source stays readable while this generation's code can still run.
+        # The source stays readable while this generation is among the last few.
         weakref.finalize(keycode, forget, filename)
+        self._recent.append(keycode)
         return keycode
 
     def install(self, keycode: KeyCode, index: dict[Any, Slot]) -> None:

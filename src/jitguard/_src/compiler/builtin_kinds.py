@@ -43,7 +43,15 @@ from .identity_kinds import (
     TypeMatch,
     WeakrefAlive,
 )
-from .kinds import EmitContext, GuardKind, register_guard_kind
+from .kinds import (
+    FACT_LEN,
+    FACT_TYPE_KEYS,
+    FACT_TYPE_LEN,
+    FACT_VALUE,
+    EmitContext,
+    GuardKind,
+    register_guard_kind,
+)
 from .values import Ident, describe_ident, show, type_name
 
 __all__ = [
@@ -86,6 +94,8 @@ class EqualsMatch(GuardKind):
     itself). See ``strict_equal``."""
 
     name = "EQUALS_MATCH"
+    specificity = 8
+    dispatch_facts = (FACT_VALUE,)
     cost = 3
 
     def expect(self, value: Any, guard: Any, **options: Any) -> Any:
@@ -154,6 +164,8 @@ class LengthCheck(GuardKind):
     """``len(value)`` equals the length at build time."""
 
     name = "LENGTH_CHECK"
+    specificity = 4
+    dispatch_facts = (FACT_LEN,)
     cost = 4
 
     def expect(self, value: Any, guard: Any, **options: Any) -> int:
@@ -183,6 +195,8 @@ class SequenceLength(GuardKind):
     """Exact type and length (a tuple of 3 stays a tuple of 3)."""
 
     name = "SEQUENCE_LENGTH"
+    specificity = 4
+    dispatch_facts = (FACT_TYPE_LEN,)
     cost = 4
 
     def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Ident, int]:
@@ -227,6 +241,8 @@ class DictKeysMatch(GuardKind):
     ``strict_equal``."""
 
     name = "DICT_KEYS_MATCH"
+    specificity = 4
+    dispatch_facts = (FACT_TYPE_KEYS,)
     cost = 6
 
     def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Ident, tuple[Any, ...]]:
@@ -310,6 +326,11 @@ class DictContains(GuardKind):
 
     def code(self, name: str, params: tuple[Any, bool]) -> str:
         return f"{show(params[0])} {'not in' if params[1] else 'in'} {name}"
+
+    def sample_options(self, value: Any) -> list[dict[str, Any]]:
+        if type(value) is not dict:
+            return []
+        return [{"key": k} for k in list(value)[:2]] + [{"key": "absent-key", "invert": True}]
 
 
 class HasAttr(GuardKind):

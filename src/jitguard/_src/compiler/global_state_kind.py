@@ -27,6 +27,7 @@ class GlobalStateKind(GuardKind):
     """
 
     name = "GLOBAL_STATE"
+    specificity = 0  # every entry has the same
     cost = 8
     reads_value = False
 

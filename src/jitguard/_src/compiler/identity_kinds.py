@@ -12,7 +12,7 @@ from collections.abc import Hashable
 from typing import Any, Optional
 
 from ..errors import GuardKindError
-from .kinds import EmitContext, GuardKind, RelationalKind
+from .kinds import FACT_ID, FACT_TYPE, FACT_VALUE, EmitContext, GuardKind, RelationalKind
 from .values import Ident, describe_ident, show, type_name
 
 __all__ = [
@@ -36,6 +36,8 @@ class TypeMatch(GuardKind):
     """The value's exact type (subclasses fail)."""
 
     name = "TYPE_MATCH"
+    specificity = 2
+    dispatch_facts = (FACT_TYPE,)
     cost = 2
 
     def expect(self, value: Any, guard: Any, **options: Any) -> Ident:
@@ -68,6 +70,8 @@ class IdMatch(GuardKind):
     """The value is one particular object."""
 
     name = "ID_MATCH"
+    specificity = 8
+    dispatch_facts = (FACT_ID,)
     cost = 1
 
     def expect(self, value: Any, guard: Any, **options: Any) -> Ident:
@@ -102,6 +106,8 @@ class NoneMatch(GuardKind):
     """The value is None."""
 
     name = "NONE_MATCH"
+    specificity = 8
+    dispatch_facts = (FACT_TYPE,)
     cost = 1
 
     def expect(self, value: Any, guard: Any, **options: Any) -> None:
@@ -152,6 +158,8 @@ class BoolMatch(GuardKind):
     """The value is ``True`` (or ``False``) itself: exact bool, no truthiness."""
 
     name = "BOOL_MATCH"
+    specificity = 8
+    dispatch_facts = (FACT_VALUE,)
     cost = 1
 
     def expect(self, value: Any, guard: Any, **options: Any) -> bool:
@@ -189,6 +197,7 @@ class FunctionMatch(GuardKind):
     objects; any other callable must be the same object (as ID_MATCH)."""
 
     name = "FUNCTION_MATCH"
+    specificity = 8
     cost = 5
 
     def resolve(self, value: Any, options: dict[str, Any]) -> GuardKind:

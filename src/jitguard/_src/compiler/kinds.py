@@ -17,6 +17,23 @@ compiler names a particular kind.
 
 Relational kinds (``RelationalKind``) guard several sources at once; their ``holds`` and
 ``emit`` receive a tuple of values / variables.
+
+A kind also declares what the specializing cache needs of it ([Note: Kinds own their cache
+data]): ``specificity`` (how much one of its guards specializes an entry), the facts it
+contributes to dispatch (``dispatch_facts``: name, key expression, exact or not; see
+``DispatchFact``), and ``sample_options`` (how property tests build it on a value).
+
+# [Note: Kinds own their cache data]
+# The cache names no kind. An entry's specificity is the sum of its leaves'
+# ``kind.weight(params)`` (``specificity`` by default: 1 unless the kind says more), unless
+# ``register_specificity`` overrides it by name. A leaf on a parameter whose kind's
+# ``fact(params)`` returns ``(name, expected)`` is indexed by that fact: computed inline by
+# the generated dispatcher when the kind's class itself declares a ``DispatchFact`` of that
+# name in ``dispatch_facts`` (not inherited: a subclass that guards something else must not
+# keep an exact fact by accident), else by calling ``kind.fact_of(name, value)``. A
+# declared fact that is ``exact`` lets a key match stand for the leaf (it leaves the
+# residual check); ``fact_of`` facts only narrow the candidates. Fact names are global:
+# two kinds that declare one name must declare the same ``DispatchFact``.
 """
 
 from __future__ import annotations
@@ -24,7 +41,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Optional, Union
 
 from ..errors import GuardKindError
 from ..guards import RELATIONAL_ATTR
@@ -35,9 +52,17 @@ if TYPE_CHECKING:
     from .builder import GuardBuilder
 
 __all__ = [
+    "FACT_ID",
+    "FACT_LEN",
+    "FACT_TYPE",
+    "FACT_TYPE_KEYS",
+    "FACT_TYPE_LEN",
+    "FACT_VALUE",
+    "DispatchFact",
     "EmitContext",
     "GuardKind",
     "RelationalKind",
+    "dispatch_fact",
     "get_guard_kind",
     "guard_kinds",
     "register_guard_kind",
@@ -57,6 +82,62 @@ class EmitContext:
         raise NotImplementedError
 
 
+class DispatchFact(NamedTuple):
+    """A fact of a value that the specializing cache's generated dispatcher computes inline
+    and puts in its dispatch key ([Note: Kinds own their cache data], [Note: Key layout]).
+
+    ``name``: the fact's name (what ``kind.fact(params)`` returns first). ``expr``: the key
+    part, a Python expression over ``{v}`` (the parameter) and the builtins ``{type}``,
+    ``{id}``, ``{len}``, ``{tuple}``, ``{dict}``; None when the type is the whole fact.
+    ``typed``: the expected fact's first part is the value's type (``"type"``: the type
+    itself, ``"id"``: its id): the dispatcher tests it first, or keys on ``id(type(v))``.
+    ``gate``: ``expr`` runs code of the value's type (its ``__hash__``, ``__len__``), so it
+    runs only for ``"scalar"`` (builtin scalar) types, or for the ``"types"`` the keyed
+    entries expect. ``spread``: the expected fact is a tuple of key parts (else one part).
+    ``exact``: a key match proves the guard (a bool, or a function of the key parts).
+    """
+
+    name: str
+    expr: Optional[str]
+    typed: Optional[str] = None
+    gate: Optional[str] = None
+    spread: bool = False
+    exact: Union[bool, Callable[[tuple[Any, ...]], bool]] = True
+
+    def parts(self, expected: Any) -> tuple[Any, ...]:
+        """The key parts of an expected fact."""
+        return tuple(expected) if self.spread else (expected,)
+
+    def is_exact(self, parts: tuple[Any, ...]) -> bool:
+        return bool(self.exact(parts)) if callable(self.exact) else self.exact
+
+
+def _has_zero(value: Any) -> bool:
+    """A float or complex zero (0.0 and -0.0 are one dict key), also inside a tuple."""
+    tp = type(value)
+    if tp is float:
+        return bool(value == 0.0)
+    if tp is complex:
+        return bool(value.real == 0.0 or value.imag == 0.0)
+    if tp is tuple:
+        return any(_has_zero(v) for v in value)
+    return False
+
+
+# The facts of the built-in kinds. A dict key match is ``hash`` and ``==``: for "value" that
+# is the guard itself (the type is a part of the key) except for signed zeros; "type_keys"
+# compares the call's keys, whatever their types, with ``==`` (a str subclass, ``True`` for
+# ``1``), so its leaf stays in the residual and the guard decides.
+FACT_VALUE = DispatchFact("value", "{v}", typed="type", gate="scalar", spread=True,
+                          exact=lambda parts: not _has_zero(parts[1]))
+FACT_TYPE = DispatchFact("type", None, typed="id")
+FACT_ID = DispatchFact("id", "{id}({v})")
+FACT_LEN = DispatchFact("len", "{len}({v})")
+FACT_TYPE_LEN = DispatchFact("type_len", "{len}({v})", typed="id", gate="types", spread=True)
+FACT_TYPE_KEYS = DispatchFact("type_keys", "{tuple}({dict}.keys({v}))", typed="id",
+                              spread=True, exact=False)
+
+
 class GuardKind:
     """One kind of guard on one source. Subclass, set ``name``, implement the four parts.
 
@@ -70,6 +151,9 @@ class GuardKind:
     reads_value: ClassVar[bool] = True
     on_base: ClassVar[bool] = False
     relational: ClassVar[bool] = False
+    # See [Note: Kinds own their cache data].
+    specificity: ClassVar[int] = 1
+    dispatch_facts: ClassVar[tuple[DispatchFact, ...]] = ()
 
     def resolve(self, value: Any, options: dict[str, Any]) -> GuardKind:
         """The kind that actually guards ``value`` (CONSTANT_MATCH picks one by value)."""
@@ -109,6 +193,23 @@ class GuardKind:
     def fact_of(self, fact: str, value: Any) -> Hashable:
         raise NotImplementedError
 
+    def weight(self, params: Any) -> int:
+        """How much one guard of this kind specializes an entry (default ``specificity``)."""
+        return self.specificity
+
+    def inline_fact(self, name: str) -> Optional[DispatchFact]:
+        """The ``DispatchFact`` called ``name`` that this kind's own class declares."""
+        for fact in type(self).__dict__.get("dispatch_facts", ()):
+            if fact.name == name:
+                return fact
+        return None
+
+    def sample_options(self, value: Any) -> list[dict[str, Any]]:
+        """Option sets to build this kind on ``value`` with, for property tests (the
+        differential fuzz draws every registered kind): one build without options, unless a
+        kind needs some."""
+        return [{}]
+
     def __repr__(self) -> str:
         return f"<guard kind {self.name}>"
 
@@ -125,6 +226,7 @@ class RelationalKind(GuardKind):
 
 
 _kinds: dict[str, GuardKind] = {}
+_facts: dict[str, DispatchFact] = {}
 _create_fns: dict[str, Callable[..., Any]] = {}
 _aliases: dict[str, str] = {}
 _lock = threading.Lock()
@@ -161,6 +263,12 @@ def register_guard_kind(kind: GuardKind, *, replace: bool = False) -> Callable[.
             raise GuardKindError(
                 f"a guard kind named {kind.name} is already registered; pass replace=True"
             )
+        for fact in type(kind).__dict__.get("dispatch_facts", ()):
+            if _facts.setdefault(fact.name, fact) != fact:
+                raise GuardKindError(
+                    f"{kind.name} declares a dispatch fact {fact.name!r} unlike the one "
+                    f"registered under that name: {_facts[fact.name]!r}"
+                )
         _aliases.pop(kind.name, None)
         _kinds[kind.name] = kind
         fn = _make_create_fn(kind)
@@ -184,6 +292,11 @@ def get_guard_kind(create_fn: Callable[..., Any]) -> tuple[GuardKind, dict[str, 
     if kind is None:
         raise GuardKindError(f"{create_fn!r} is not the create_fn of a registered guard kind")
     return kind, options
+
+
+def dispatch_fact(name: str) -> Optional[DispatchFact]:
+    """The ``DispatchFact`` registered under ``name`` (by a kind declaring it), or None."""
+    return _facts.get(name)
 
 
 def guard_kinds() -> dict[str, GuardKind]:

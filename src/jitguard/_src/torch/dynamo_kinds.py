@@ -103,6 +103,11 @@ class DimensionMarking(GuardKind):
     def holds(self, value: Any, params: MarkingSpec) -> bool:
         return _marks_hold(value, params)
 
+    def sample_options(self, value: Any) -> list[dict[str, Any]]:
+        # Only ever guarded after TENSOR_MATCH (its check reads the instance ``__dict__``):
+        # the differential fuzz builds it on tensors only.
+        return [{}] if isinstance(value, torch.Tensor) else []
+
     def emit(self, var: str, params: MarkingSpec, ctx: EmitContext) -> str:
         full = f"{ctx.const(_marks_hold, 'marks_hold')}({var}, {ctx.const(params, 'marks')})"
         return f"({ctx.const(_MARKS, 'marking_attrs')}.isdisjoint({var}.__dict__) or {full})"
