@@ -36,7 +36,8 @@ and keeps each variant's best batch; figures are medians over 41 repetitions (15
 scenarios time a loop over 512 precomputed values, reported per call. The machine is shared
 and noisy: read medians and ratios, not single figures.
 
-For scale (bench/bench_torch.py, torch 2.13 on this kind of machine): torch.compile pays
+For scale (torch 2.13 on this kind of machine; bench/bench_torch.py measures both in one run:
+S1's whole-call overhead, and S5rr minus S5): torch.compile pays
 about 21 us of wrapper overhead per hit and about 1-1.4 us per failing entry it walks past.
 """
 

@@ -6,6 +6,7 @@ Run by hand (not a timed test):
 
     .venv/bin/python bench/bench_global_state.py            # full run
     .venv/bin/python bench/bench_global_state.py --quick    # short run
+    .venv/bin/python bench/bench_global_state.py --json     # last line: one JSON object
 
 Method: ``torch.set_num_threads(1)``; each figure is a ``timeit`` batch of about 10 ms (3 ms
 with ``--quick``) with gc disabled, repeated 41 times (11 with ``--quick``); the variants are
@@ -32,6 +33,7 @@ count; ``--wall`` uses ``time.perf_counter`` instead.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -44,7 +46,7 @@ from typing import Any
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 import torch  # noqa: E402
-from _timing import time_variants  # noqa: E402
+from _timing import meta, time_variants  # noqa: E402
 
 import jitguard  # noqa: E402
 import jitguard.torch  # noqa: E402
@@ -120,6 +122,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--wall", action="store_true", help="time with perf_counter")
+    ap.add_argument("--json", action="store_true", help="end with one JSON line")
     args = ap.parse_args()
     clock = time.perf_counter if args.wall else time.thread_time
     reps, target = (11, 0.003) if args.quick else (41, 0.01)
@@ -179,6 +182,19 @@ def main() -> None:
     for k in names:
         if k.startswith("hit"):
             print(f"{k:36s} {med[k] - plain:8.0f} ns  (call {med[k]:.0f}, plain {plain:.0f})")
+    if args.json:
+        print(json.dumps({
+            "meta": {
+                **meta(reps, target, args.quick), "torch": torch.__version__,
+                "clock": "perf_counter" if args.wall else "thread_time",
+                "guarded_states": len(global_states.guarded()),
+            },
+            # ns per call: medians of the checks; for the hits, the whole call minus the
+            # plain call of f.
+            "check_ns": {k: med[k] for k in names if k.startswith(("check", "reference"))},
+            "hit_overhead_ns": {k: med[k] - plain for k in names if k.startswith("hit")},
+            "plain_call_ns": plain,
+        }, sort_keys=True))
 
 
 if __name__ == "__main__":

@@ -3,11 +3,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import pytest
 
 from jitguard._src.compiler import codecache
+
+
+def torch_installed() -> bool:
+    """Whether the real torch can be imported. Without it, ``import torch`` finds tests/torch
+    itself (a namespace package, tests/ being on sys.path): only a package with an
+    ``__init__`` file counts."""
+    spec = importlib.util.find_spec("torch")
+    return spec is not None and spec.origin not in (None, "namespace")
+
+
+requires_torch = pytest.mark.skipif(not torch_installed(), reason="torch is not installed")
 
 
 def record_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -6,8 +6,18 @@ from collections.abc import Iterator
 
 import pytest
 
+from _helpers import torch_installed
 from jitguard import CompileContext, TracingContext
 from jitguard._src import contexts
+
+TORCH = torch_installed()
+# Without torch the torch tests are not collected (their modules would import tests/torch as
+# ``torch``); the header says so.
+collect_ignore: list[str] = [] if TORCH else ["torch"]
+
+
+def pytest_report_header() -> str:
+    return "torch: installed" if TORCH else "torch: not installed, tests/torch/ skipped"
 
 
 @pytest.fixture(autouse=True)

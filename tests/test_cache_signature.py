@@ -238,17 +238,17 @@ def test_a_passed_argument_never_reads_the_default() -> None:
 
 
 def test_header_defaults_are_the_sentinel() -> None:
-    """The generated header gives each defaulted parameter DEFAULT, never a default's
-    value (which would be stale after a change)."""
-    def f(a, b=[1], *, k={}):  # type: ignore[no-untyped-def]  # noqa: B006
+    """The generated header gives each parameter but *args/**kwargs DEFAULT, never a
+    default's value (which would be stale after a change)."""
+    def f(a, b=[1], *args, k={}, **kw):  # type: ignore[no-untyped-def]  # noqa: B006
         return (a, b, k)
 
     sig = Signature(f)
-    assert sig.defaulted == ("b", "k")
-    assert "b=" in sig.header and "[1]" not in sig.header
+    p = sig.prefix
+    assert sig.header == f"a={p}DEFAULT, b={p}DEFAULT, *args, k={p}DEFAULT, **kw"
     assert repr(DEFAULT) == "<the default, read at call time>"
     values = sig.bind(0)
-    assert values[1] is f.__defaults__[0] and values[2] is f.__kwdefaults__["k"]  # type: ignore[index]
+    assert values[1] is f.__defaults__[0] and values[3] is f.__kwdefaults__["k"]  # type: ignore[index]
 
 
 # ---- receivers ----------------------------------------------------------------------------
@@ -280,17 +280,19 @@ def test_receiver_of_a_method_body() -> None:
     assert Signature(C().m).receiver is None  # bound: the instance is not a parameter
 
 
-def test_a_default_added_later_is_not_seen() -> None:
-    """Known limit ([Note: Defaults are read at call time]): a parameter that had no default
-    stays required, so the call raises TypeError (never runs with a stale value)."""
-    def f(a, b=2):  # type: ignore[no-untyped-def]
-        return (a, b)
+def test_a_default_added_later_is_used() -> None:
+    """A parameter that had no default when specialized, and got one since, may be omitted,
+    as in a call of the function itself."""
+    def f(a, b, *, k):  # type: ignore[no-untyped-def]
+        return (a, b, k)
 
     sig = Signature(f)
-    f.__defaults__ = (1, 2)
-    assert f() == (1, 2)
     with pytest.raises(TypeError, match=r"\.f\(\) missing 1 required positional argument: 'a'$"):
         sig.bind()
+    f.__defaults__ = (1, 2)
+    f.__kwdefaults__ = {"k": 3}
+    assert sig.bind() == (1, 2, 3) == f()
+    assert sig.bind(5) == (5, 2, 3) == f(5)
 
 
 # ---- through specialize -------------------------------------------------------------------
@@ -351,6 +353,21 @@ def test_removed_default_raises_through_specialize() -> None:
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'k'"):
         sf(1)
     assert sf(1, 2) == 3
+
+
+def test_default_added_through_specialize() -> None:
+    """A default given after specializing to a parameter that had none: the call that omits
+    it works, as it does eagerly, and gets its own entry."""
+    def f(x, k, *, m):  # type: ignore[no-untyped-def]
+        return x * k + m
+
+    sf = baked(f)
+    assert sf(3, 2, m=1) == 7
+    f.__defaults__ = (4,)
+    f.__kwdefaults__ = {"m": 0}
+    assert sf(3) == f(3) == 12
+    assert sf(3, 2, m=1) == 7
+    assert cache_of(sf).stats().compiles == 2
 
 
 def test_wraps_wrapper_with_setdefault() -> None:

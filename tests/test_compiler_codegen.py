@@ -19,17 +19,20 @@ from _helpers import Counted, Obj, record_compiles
 from jitguard import (
     AttrSource,
     CheckFunction,
+    EmitContext,
     EphemeralSource,
     GetItemSource,
     GlobalSource,
     Guard,
     GuardBuilder,
     GuardCompileError,
+    GuardKind,
     LocalSource,
     ShapeEnvSource,
     Source,
     compile_guards,
     register_constant_type,
+    register_guard_kind,
 )
 
 L = LocalSource
@@ -227,24 +230,60 @@ def test_constants_never_pasted() -> None:
     assert check.fn({**frame, "d": {**d, "k3y": "other"}}) is False
 
 
-def test_each_scalar_constant_has_its_own_name() -> None:
-    """Equal scalar constants are bound under separate names; a shared type is bound once."""
-    frame = {"a": 5, "b": 5, "c": 5.0}
-    check = compiled([L(k).make_guard(EQ) for k in frame], frame, arg_names=list(frame))
-    assert len(set(re.findall(r"___value_\d+", check.source))) == 3
-    assert len(set(re.findall(r"is (___type_\d+)", check.source))) == 2  # int, float
-    assert check.fn(5, 5, 5.0) is True
-    assert check.fn(5, 5, 5) is False
+def test_coinciding_constants_do_not_change_the_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Equal scalar constants (a == b == 5) give the same code as distinct ones (5, 6): the
+    second check reuses the first's compiled code, and each answers for its own values."""
+    calls = record_compiles(monkeypatch)
+
+    def check_for(a: Any, b: Any, c: Any, name: str) -> CheckFunction:
+        frame = {"a": a, "b": b, "c": c}
+        return compiled([L(k).make_guard(EQ) for k in frame], frame, arg_names=list(frame),
+                        name=name)
+
+    same = check_for(5, 5, 5.0, "same")
+    distinct = check_for(5, 6, 5.0, "distinct")
+    assert len(calls) == 1
+    assert same.fn(5, 5, 5.0) is True and same.fn(5, 6, 5.0) is False
+    assert same.fn(5, 5, 5) is False  # 5 is not 5.0: the types differ
+    assert distinct.fn(5, 6, 5.0) is True and distinct.fn(5, 5, 5.0) is False
+
+
+class ManyObjects(GuardKind):
+    """Test kind: the value is a tuple holding exactly these objects, each bound under a
+    hint that ends in digits like the others (x1 + 23 and x12 + 3 must not collide)."""
+
+    name = "TEST_MANY_OBJECTS"
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> Any:
+        return tuple(value)
+
+    def holds(self, value: Any, params: Any) -> bool:
+        return type(value) is tuple and len(value) == len(params) and all(
+            v is p for v, p in zip(value, params, strict=True)
+        )
+
+    def emit(self, var: str, params: Any, ctx: EmitContext) -> str:
+        hints = ("x1", "x12", "x", "x_1")
+        parts = [f"{var}[{i}] is {ctx.const(p, hints[i % 4])}" for i, p in enumerate(params)]
+        return f"len({var}) == {len(params)} and " + " and ".join(parts)
+
+    def code(self, name: str, params: Any) -> str:
+        return f"{name} holds {len(params)} given objects"
+
+    def reason(self, name: str, value: Any, params: Any) -> str:
+        return f"{name} holds other objects"
 
 
 def test_bound_names_are_unique() -> None:
-    """Hints ending in digits never make two constants share a name (x1+23 vs x12+3)."""
-    from jitguard._src.compiler.writer import Namespace
-
-    ns = Namespace(lambda ident, name: None)
-    names = [ns.const(object(), hint) for _ in range(30) for hint in ("x1", "x12", "x", "x_1")]
-    assert len(set(names)) == len(names)
-    assert all(n.isidentifier() for n in names)
+    """Constants bound under hints that end in digits never share a name: a check of 120
+    distinct objects accepts exactly those objects, and fails when any one is swapped."""
+    kind = register_guard_kind(ManyObjects(), replace=True)
+    objs = tuple(object() for _ in range(120))
+    check = compiled([L("t").make_guard(kind)], {"t": objs}, arg_names=["t"])
+    assert check.fn(objs) is True
+    for i in (0, 1, 2, 3, 12, 23, 119):
+        swapped = (*objs[:i], object(), *objs[i + 1:])
+        assert check.fn(swapped) is False, i
 
 
 def test_same_structure_reuses_compiled_code(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -670,9 +670,11 @@ def test_kind_alias() -> None:
         with pytest.raises(GuardKindError, match="not an identifier"):
             kinds.register_guard_kind_alias("not-a-name", "EQUALS_MATCH")
     finally:
-        kinds._aliases.pop("TEST_ALIAS", None)
+        kinds.unregister_guard_kind_alias("TEST_ALIAS")
     with pytest.raises(AttributeError):
         GuardBuilder.TEST_ALIAS  # noqa: B018
+    with pytest.raises(KeyError, match="no guard kind alias named 'TEST_ALIAS'"):
+        kinds.unregister_guard_kind_alias("TEST_ALIAS")
 
 
 def test_unregistered_create_fn_is_rejected() -> None:

@@ -25,18 +25,6 @@ def test_death_callbacks_run_once() -> None:
     assert calls == [1] and not ident.alive
 
 
-def test_no_callbacks_while_the_interpreter_finalizes() -> None:
-    """While the interpreter shuts down a death runs no callback (the callbacks would touch
-    torn-down modules); otherwise it does."""
-    ident = Ident(Thing())
-    calls: list[int] = []
-    ident.on_death(lambda: calls.append(1))
-    ident._died(None, lambda: True)
-    assert calls == []
-    ident._died(None)
-    assert calls == [1]
-
-
 def test_exit_with_live_identity_guards_prints_nothing() -> None:
     """A process that exits while specialized functions still hold identity guards on
     module-level objects prints no "Exception ignored" on the way out."""

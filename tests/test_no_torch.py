@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+from _helpers import requires_torch
+
 
 def run_python(code: str) -> str:
     proc = subprocess.run(
@@ -97,6 +99,7 @@ def test_works_when_torch_is_unimportable() -> None:
     assert out.strip() == "ok"
 
 
+@requires_torch
 def test_torch_states_join_once_torch_is_imported() -> None:
     """Importing torch after jitguard adds torch's states (the specification's six among
     them) to the registry lazily."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -74,14 +75,15 @@ def test_delete() -> None:
 
 
 def test_entry_dropped_when_key_dies() -> None:
-    """Keys are held weakly: a dead key's entry disappears."""
-    d: WeakIdKeyDictionary[Key, int] = WeakIdKeyDictionary()
-    k = Key()
-    d[k] = 1
-    del k
+    """Keys are held weakly: a dead key's entry disappears, and its value is let go."""
+    d: WeakIdKeyDictionary[Key, Key] = WeakIdKeyDictionary()
+    k, v = Key(), Key()
+    d[k] = v
+    value_ref = weakref.ref(v)
+    del k, v
     gc.collect()
     assert len(d) == 0 and list(d) == []
-    assert d._data == {}
+    assert value_ref() is None
 
 
 def test_reused_id_does_not_find_stale_value() -> None:

@@ -23,17 +23,16 @@ May import: compiler.codecache.
 # [Note: Defaults are read at call time]
 # ``f.__defaults__``, ``f.__kwdefaults__`` (rebound or changed in place) and a partial's
 # ``keywords`` may change after ``specialize``; Python reads them on every call, and so
-# does the dispatcher. In the generated header every parameter that has a default gets the
-# sentinel ``DEFAULT``, and the generated code's first lines (``Signature.fill``) replace
-# a sentinel with the default as it is *now*: ``F.__defaults__[-1]``,
-# ``F.__kwdefaults__['k']``, ``P.keywords['k']`` (tried in that order for a partial's
-# parameter, then its function's default), or for other callables the default that
-# ``inspect`` reports now. A call that passes every argument pays one ``is`` test per
-# defaulted parameter. A default that was removed makes the call raise ``TypeError`` as
-# ``fn`` would; a default *added* to a parameter that had none is not seen (that call
-# raises ``TypeError``, as it did before the change). The default's value is then a
-# parameter value like any other: guarded by the argument rules, so a changed default is
-# a miss, never a stale hit.
+# does the dispatcher. In the generated header every parameter but ``*args``/``**kwargs``
+# defaults to the sentinel ``DEFAULT`` (a required one too: a default may be *added* to
+# it later), and the generated code's first lines (``Signature.fill``) replace a sentinel
+# with the default as it is *now*: ``F.__defaults__[-1]``, ``F.__kwdefaults__['k']``,
+# ``P.keywords['k']`` (tried in that order for a partial's parameter, then its function's
+# default), or for other callables the default that ``inspect`` reports now; where there is
+# none, the call raises the ``TypeError`` Python would (``f() missing 1 required positional
+# argument: 'k'``, one name at a time). A call pays one ``is`` test per parameter. The
+# default's value is then a parameter value like any other: guarded by the argument rules,
+# so a changed default is a miss, never a stale hit.
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ __all__ = ["DEFAULT", "Signature", "internal_prefix"]
 _P = inspect.Parameter
 _CO_VARARGS = inspect.CO_VARARGS
 _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+_VARIADIC = (_P.VAR_POSITIONAL, _P.VAR_KEYWORD)
 
 
 class _Default:
@@ -73,8 +73,8 @@ DEFAULT: Any = _Default()
 class Param(NamedTuple):
     """One parameter. ``reads``: where its default is read at call time, tried in order (an
     ``(object, how, key)`` triple: ``obj.__defaults__[key]``, ``obj.__kwdefaults__[key]``,
-    ``obj.keywords[key]``, or ``"inspect"``: the default ``inspect`` reports now); empty
-    when it has no default."""
+    ``obj.keywords[key]``, or ``"inspect"``: the default ``inspect`` reports now), whether
+    it has one now or not; empty for ``*args`` and ``**kwargs``."""
 
     name: str
     kind: Any  # an inspect.Parameter kind
@@ -86,22 +86,16 @@ def _from_code(fn: types.FunctionType) -> list[Param]:
     code = fn.__code__
     names = code.co_varnames
     npos, nkw = code.co_argcount, code.co_kwonlyargcount
-    defaults = fn.__defaults__ or ()
-    kwdefaults = fn.__kwdefaults__ or {}
     out: list[Param] = []
-    first_default = npos - len(defaults)
-    reads: tuple[tuple[Any, str, Any], ...]
     for i in range(npos):
         kind = _P.POSITIONAL_ONLY if i < code.co_posonlyargcount else _P.POSITIONAL_OR_KEYWORD
-        reads = ((fn, "defaults", i - npos),) if i >= first_default else ()
-        out.append(Param(names[i], kind, reads))
+        out.append(Param(names[i], kind, ((fn, "defaults", i - npos),)))
     at = npos + nkw
     if code.co_flags & _CO_VARARGS:
         out.append(Param(names[at], _P.VAR_POSITIONAL))
         at += 1
     for name in names[npos:npos + nkw]:
-        reads = ((fn, "kwdefaults", name),) if name in kwdefaults else ()
-        out.append(Param(name, _P.KEYWORD_ONLY, reads))
+        out.append(Param(name, _P.KEYWORD_ONLY, ((fn, "kwdefaults", name),)))
     if code.co_flags & _CO_VARKEYWORDS:
         out.append(Param(names[at], _P.VAR_KEYWORD))
     return out
@@ -121,7 +115,7 @@ def _of_partial(p: functools.partial[Any]) -> list[Param]:
     out = []
     for q in inspect.signature(p, follow_wrapped=False).parameters.values():
         reads: tuple[tuple[Any, str, Any], ...] = ()
-        if q.default is not _P.empty:
+        if q.kind not in _VARIADIC:
             own = inner.get(q.name)
             reads = ((p, "keywords", q.name), *(own.reads if own is not None else ()))
         out.append(Param(q.name, q.kind, reads))
@@ -140,7 +134,7 @@ def parameters(fn: Callable[..., Any]) -> list[Param]:
         return _of_partial(fn)  # type: ignore[arg-type]
     sig = inspect.signature(fn, follow_wrapped=False)
     return [
-        Param(q.name, q.kind, ((fn, "inspect", q.name),) if q.default is not _P.empty else ())
+        Param(q.name, q.kind, ((fn, "inspect", q.name),) if q.kind not in _VARIADIC else ())
         for q in sig.parameters.values()
     ]
 
@@ -172,9 +166,9 @@ class Signature:
     """The parameters of ``fn`` and the generated code that handles calls of it.
 
     ``params`` are the parameter names in order (the check functions' ``arg_names``);
-    ``header`` is the parameter list for a generated ``def`` (a parameter with a default
-    defaults to ``DEFAULT``; names refer to ``namespace``, which a generated function's
-    globals must include); ``fill`` is the code a generated function with that header runs
+    ``header`` is the parameter list for a generated ``def`` (every parameter but the
+    variadic ones defaults to ``DEFAULT``; names refer to ``namespace``, which a generated
+    function's globals must include); ``fill`` is the code a generated function with that header runs
     first, replacing ``DEFAULT`` by the current default ([Note: Defaults are read at call
     time]); ``values`` is the text passing the parameters' values positionally; ``call`` the
     text calling a target with the same arguments (``a, b, *args, c=c, **kw``).
@@ -206,7 +200,6 @@ class Signature:
         self.receiver: Optional[str] = None
         if self.positional and (_is_method_body(fn) or self.positional[0] == "self"):
             self.receiver = self.positional[0]
-        self.defaulted: tuple[str, ...] = tuple(p.name for p in params if p.reads)
         header: list[str] = []
         call: list[str] = []
         fill: list[str] = []

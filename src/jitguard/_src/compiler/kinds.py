@@ -67,6 +67,7 @@ __all__ = [
     "guard_kinds",
     "register_guard_kind",
     "register_guard_kind_alias",
+    "unregister_guard_kind_alias",
 ]
 
 
@@ -320,6 +321,13 @@ def register_guard_kind_alias(alias: str, name: str) -> None:
         if alias in _kinds:
             raise GuardKindError(f"{alias} is a registered guard kind; it cannot be an alias")
         _aliases[alias] = name
+
+
+def unregister_guard_kind_alias(alias: str) -> None:
+    """Remove an alias made by ``register_guard_kind_alias`` (``KeyError`` if there is none)."""
+    with _lock:
+        if _aliases.pop(alias, None) is None:
+            raise KeyError(f"no guard kind alias named {alias!r}")
 
 
 def create_fn_for(name: str) -> Callable[..., Any]:

@@ -1,0 +1,46 @@
+"""The benchmark scripts' command line: every bench/bench_*.py takes --quick and --json (read
+from their argparse calls, without running them: some need torch and take minutes)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+SCRIPTS = sorted(BENCH.glob("bench_*.py"))
+
+
+def options(path: Path) -> set[str]:
+    """The option strings a script passes to ``add_argument``."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"):
+            out.update(a.value for a in node.args
+                       if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    return out
+
+
+def test_there_are_bench_scripts() -> None:
+    """The folder holds the benchmarks this test reads."""
+    assert len(SCRIPTS) >= 4, SCRIPTS
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_script_takes_quick_and_json(path: Path) -> None:
+    """Each bench script accepts --quick (a short run) and --json (one JSON line at the end),
+    and says so in its docstring."""
+    assert {"--quick", "--json"} <= options(path)
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    assert "--quick" in doc and "--json" in doc, f"{path.name}: document --quick and --json"
+
+
+def test_scripts_cite_only_files_that_exist() -> None:
+    """A bench/... path named in a script exists."""
+    import re
+
+    for path in SCRIPTS:
+        for cited in re.findall(r"bench/[\w./-]+\.py", path.read_text()):
+            assert (BENCH.parent / cited).is_file(), f"{path.name} cites {cited}"
