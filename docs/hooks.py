@@ -6,6 +6,8 @@
   and an index; citations ``[Note: title]`` anywhere in the rendered pages link to them.
 * ``{{ example: file.py }}`` / ``{{ output: file.py }}`` in a page: the example script of
   docs/examples and the output of running it now (examples show real output).
+* The tlparse example is built when the source has structured traces (``JITGUARD_TRACE``
+  in ``jitguard/_src/structured.py``), and left out of the site otherwise.
 
 Nothing here imports jitguard: names and Notes are read with ``ast`` and plain text.
 """
@@ -30,6 +32,7 @@ EXAMPLES = Path(__file__).resolve().parent / "examples"
 
 NOTE_START = re.compile(r"^(\s*)# \[Note: ([^\]]+)\]\s*$")
 CITE = re.compile(r"\[Note: ([^\]]+)\]")
+TLPARSE_PAGE = "examples/tlparse.md"
 EXAMPLE = re.compile(r"\{\{ (example|output): ([\w.-]+\.py) \}\}")
 
 
@@ -120,6 +123,11 @@ def design_pages() -> dict[str, str]:
     return pages
 
 
+def has_traces() -> bool:
+    structured = PKG / "_src" / "structured.py"
+    return structured.exists() and "JITGUARD_TRACE" in structured.read_text()
+
+
 def on_config(config: Any) -> Any:
     global _notes
     _notes = collect_notes()
@@ -135,10 +143,16 @@ def on_config(config: Any) -> Any:
     for entry in config["nav"]:
         if isinstance(entry, dict) and "Design notes" in entry:
             entry["Design notes"] = design
+        if isinstance(entry, dict) and "Examples" in entry and not has_traces():
+            entry["Examples"] = [e for e in entry["Examples"] if TLPARSE_PAGE not in e.values()]
     return config
 
 
 def on_files(files: Files, config: Any) -> Files:
+    if not has_traces():
+        tlparse = files.get_file_from_path(TLPARSE_PAGE)
+        if tlparse is not None:
+            files.remove(tlparse)
     generated = {
         "api/jitguard.md": api_page(
             "jitguard", PKG / "__init__.py",

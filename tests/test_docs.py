@@ -98,3 +98,17 @@ def test_examples_show_their_real_output(site: pathlib.Path) -> None:
     assert "reasons: [\"0/0: L['cfg'].steps == 3 failed: got 2\"]" in page
     page = html.unescape(_page(site, "examples", "guard-json"))
     assert "rebuilt check accepts the frame: True" in page
+
+
+def test_tlparse_example_when_traces_exist(site: pathlib.Path) -> None:
+    """With structured traces in the source, the tlparse example is built and shows tlparse
+    listing every compile of the traced program; without them the page is left out."""
+    structured = SRC / "_src" / "structured.py"
+    page = site / "examples" / "tlparse" / "index.html"
+    if not (structured.exists() and "JITGUARD_TRACE" in structured.read_text()):
+        assert not page.exists()
+        return
+    text = html.unescape(page.read_text())
+    assert "index.html lists every compile id: True" in text
+    for cid in ("[0/0]", "[0/1]", "[0/2]"):
+        assert f"{cid}: " in text
