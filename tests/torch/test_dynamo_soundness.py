@@ -1360,7 +1360,7 @@ class TestLeaks:
         del old
         cf = jgt.compile(_reads_tensor)
         cf(X)
-        monkeypatch.setitem(globals(), "G_TENSOR", torch.randn(3))
+        globals()["G_TENSOR"] = torch.randn(3)  # not monkeypatch: it would keep ``old``
         same(cf(X), X + G_TENSOR)
         _collect()
         assert ref() is None
