@@ -1350,8 +1350,6 @@ class TestLeaks:
         _collect()
         assert ref() is None
 
-    @pytest.mark.xfail(strict=True, reason='a replaced global tensor stays alive through the captured graph')
-
     def test_replaced_global_freed(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A global tensor replaced after compiling is freed."""
         old = torch.randn(3)
