@@ -20,7 +20,7 @@ PKG_DIR = Path(jitguard.__file__).resolve().parent
 SRC_DIR = PKG_DIR / "_src"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "_util", "stacks", "weak", "config", "integrations"),
+    ("errors", "_util", "stacks", "weak", "config", "integrations", "logs", "structured"),
     ("ids",),
     ("guard_source",),
     ("guards", "guard_exprs"),

@@ -7,6 +7,9 @@ Re-exports only; the code lives in ``jitguard._src``. Torch-only names are reach
 from ._src.cache.decorators import specialize as specialize
 from ._src.cache.entry import CacheEntry as CacheEntry
 from ._src.cache.entry import register_specificity as register_specificity
+from ._src.cache.explain import Explanation as Explanation
+from ._src.cache.explain import explain as explain
+from ._src.cache.observe import CompileInfo as CompileInfo
 from ._src.cache.policy import ArgContext as ArgContext
 from ._src.cache.policy import ArgPolicy as ArgPolicy
 from ._src.cache.policy import ArgRule as ArgRule
@@ -64,6 +67,7 @@ from ._src.errors import GuardKindError as GuardKindError
 from ._src.errors import GuardSchemaError as GuardSchemaError
 from ._src.errors import InvalidCompileIdError as InvalidCompileIdError
 from ._src.errors import JitGuardError as JitGuardError
+from ._src.errors import LargeGuardSetWarning as LargeGuardSetWarning
 from ._src.errors import NoCompileContextError as NoCompileContextError
 from ._src.errors import NoTracingContextError as NoTracingContextError
 from ._src.errors import RecompileError as RecompileError
@@ -91,6 +95,7 @@ from ._src.ids import COMPILE_ID_PATTERN as COMPILE_ID_PATTERN
 from ._src.ids import CompileId as CompileId
 from ._src.ids import TraceId as TraceId
 from ._src.integrations import register_loader as _register_loader
+from ._src.logs import set_logs as set_logs
 from ._src.sources import AttrSource as AttrSource
 from ._src.sources import BackwardStateSource as BackwardStateSource
 from ._src.sources import CellContentsSource as CellContentsSource
@@ -116,6 +121,7 @@ from ._src.sources import UnspecializedBuiltinNNModuleSource as UnspecializedBui
 from ._src.sources import UnspecializedNNModuleSource as UnspecializedNNModuleSource
 from ._src.sources import WeakRefCallSource as WeakRefCallSource
 from ._src.stacks import CapturedStack as CapturedStack
+from ._src.structured import set_trace as set_trace
 from ._src.weak import WeakIdKeyDictionary as WeakIdKeyDictionary
 
 
@@ -147,6 +153,7 @@ __all__ = [
     "CodeSource",
     "CompileContext",
     "CompileId",
+    "CompileInfo",
     "CompileRequest",
     "ConstDictKeySource",
     "ConstantSource",
@@ -154,6 +161,7 @@ __all__ = [
     "DuplicateInputs",
     "EmitContext",
     "EphemeralSource",
+    "Explanation",
     "FSDPNNModuleSource",
     "FunctionCache",
     "GUARD_SCHEMA_VERSION",
@@ -183,6 +191,7 @@ __all__ = [
     "InvalidCompileIdError",
     "InvokeSubgraphCache",
     "JitGuardError",
+    "LargeGuardSetWarning",
     "Leaf",
     "LocalSource",
     "ModuleContext",
@@ -223,6 +232,7 @@ __all__ = [
     "compile_guards",
     "config",
     "detect_fake_mode",
+    "explain",
     "export_guards",
     "global_states",
     "guard_kinds",
@@ -238,6 +248,8 @@ __all__ = [
     "register_schema_type",
     "register_specificity",
     "register_sympy_function",
+    "set_logs",
+    "set_trace",
     "specialize",
     "tracing",
 ]

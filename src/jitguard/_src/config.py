@@ -15,6 +15,10 @@ class _Config:
     # them may be skipped the way a specialized module's are. Off by default (sound).
     unsafe_skip_fsdp_module_guards: bool = False
 
+    # A compile that makes more checks than this warns once per function
+    # (``LargeGuardSetWarning``, see [Note: Large guard sets] in jitguard/_src/cache/observe.py).
+    large_guard_set: int = 1000
+
     def __repr__(self) -> str:
         fields = {k: getattr(self, k) for k in dir(type(self)) if not k.startswith("_")}
         return f"jitguard.config({fields})"

@@ -14,6 +14,7 @@ __all__ = [
     "GuardSchemaError",
     "InvalidCompileIdError",
     "JitGuardError",
+    "LargeGuardSetWarning",
     "NoCompileContextError",
     "NoTracingContextError",
     "RecompileError",
@@ -83,6 +84,11 @@ class RecompileLimitError(RecompileError):
 class RecompileLimitWarning(UserWarning):
     """A specialized function reached its recompile limit and now runs uncompiled on a miss
     (a warning, not an error: the call still returns the right result)."""
+
+
+class LargeGuardSetWarning(UserWarning):
+    """A compile made more checks than ``jitguard.config.large_guard_set``; every call that
+    reaches its entry runs them all (see [Note: Large guard sets])."""
 
 
 class RestartCompile(JitGuardError):

@@ -10,5 +10,7 @@ layout and the generated dispatcher) <- ``dispatch`` (choosing dims, immutable s
 <- ``policy`` (argument rules: the default guards) <- ``request`` (CompileRequest,
 RestartCompile) <- ``reasons`` (recompile reasons, the ``jitguard.recompiles`` logger) <-
 ``stance`` (limits, ``no_recompiles``) <- ``compile`` (compiling one entry) <-
-``specialize`` (FunctionCache, ``specialize``).
+``observe`` (compile records, the compile/guards/dispatch logs, trace events; imports only
+``entry`` and ``reasons`` of these) <- ``specialize`` (FunctionCache, ``specialize``) <- ``explain``
+(``jitguard.explain``).
 """

@@ -39,6 +39,7 @@ import inspect
 import itertools
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Optional, ParamSpec, TypeVar, Union
@@ -50,6 +51,7 @@ from .dispatch import RESCAN_BELOW, Snapshot, build_snapshot, choose_dims
 from .entry import CacheEntry
 from .keys import Dispatcher, Layout, compute_layout
 from .lru import Lru
+from .observe import CompileInfo, CompileLog, dispatch_log
 from .policy import ArgPolicy, default_policy, root_name
 from .reasons import (
     EXPLAINED,
@@ -165,6 +167,7 @@ class FunctionCache(Generic[_P, _R]):
         self._lock = threading.RLock()
         self._counters = Counters()
         self._history = RecompileHistory(history)
+        self._compile_log = CompileLog(fn, self.where, self._job.frame, history)
         self._lru = Lru() if maxsize is not None else None
         self._reset_state()
         self.dispatcher = Dispatcher(
@@ -186,6 +189,7 @@ class FunctionCache(Generic[_P, _R]):
         self._compiles = 0
         self._auto: frozenset[Source] = frozenset()
         self._history.clear()
+        self._compile_log.clear()
         if self._lru is not None:
             self._lru.clear()
         self._warned = False
@@ -210,11 +214,14 @@ class FunctionCache(Generic[_P, _R]):
             entry.slow_hits += 1
             if self._lru is not None:
                 self._lru.touch(entry)
+            if dispatch_log.isEnabledFor(logging.DEBUG):
+                dispatch_log.debug("%s: hit %s off the fast path", self.where, entry.compile_id)
             return self.signature.forward(entry.artifact, *values)
         compiling = getattr(_tls, "compiling", None)
         if compiling is not None and id(self) in compiling:
             self._counters.bump("misses")
             self._counters.bump("fallbacks")
+            dispatch_log.info("%s: called from inside its own compile: runs uncompiled", self.where)
             return self.signature.forward(self.fn, *values)
         with self._lock:
             if self._dirty:
@@ -237,7 +244,12 @@ class FunctionCache(Generic[_P, _R]):
         past_limit = limit is not None and self._compiles >= limit
         if past_limit and self.on_limit == "fallback" and self._warned:
             self._counters.bump("fallbacks")
+            dispatch_log.info("%s: miss past the recompile limit: runs uncompiled", self.where)
             return self.fn
+        if dispatch_log.isEnabledFor(logging.INFO):
+            size = len(self._snapshot)
+            dispatch_log.info("%s: miss: %s", self.where,
+                              f"{size} entries rejected the call" if size else "no entry yet")
         covered: list[CacheEntry] = []
         unexplained = 0
         if recompile:
@@ -280,14 +292,18 @@ class FunctionCache(Generic[_P, _R]):
         if compiling is None:
             compiling = _tls.compiling = set()
         compiling.add(id(self))
+        cache_size = len(self._snapshot)
+        started = time.perf_counter()
         try:
             done = self._job.run(
                 compile_id, values, dynamic=self._dynamic | self._auto | made_dynamic,
                 static=self._static, recompile=recompile,
                 on_restart=lambda: self._counters.bump("restarts"),
             )
-        except BaseException:
+        except BaseException as e:
             self._counters.bump("failures")
+            self._compile_log.failed(compile_id, started, e, cache_size=cache_size,
+                                     record=record)
             raise
         finally:
             compiling.discard(id(self))
@@ -302,6 +318,8 @@ class FunctionCache(Generic[_P, _R]):
                 "another object); its artifact serves this call, no entry is kept",
                 self.where, compile_id,
             )
+            self._compile_log.compiled(compile_id, started, values, None,
+                                       cache_size=cache_size, record=record)
             return done.artifact
         assert done.check is not None
         entry = CacheEntry(
@@ -322,9 +340,9 @@ class FunctionCache(Generic[_P, _R]):
         if self._lru is not None:
             self._lru.add(entry)
         self._add(entry)
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("compiled %s as %s: %d checks", self.where, compile_id,
-                      len(entry.check.leaves))
+        # [Note: Compile events]; the compile log and the guards log say the rest.
+        self._compile_log.compiled(compile_id, started, values, entry, cache_size=cache_size,
+                                   record=record)
         if self.maxsize is not None:
             self._evict_over(self.maxsize)
         return entry.artifact
@@ -426,6 +444,15 @@ class FunctionCache(Generic[_P, _R]):
     def reasons(self) -> list[str]:
         """Every reason line of the recompiles kept, oldest first."""
         return [line for record in self._history.records() for line in record.reasons()]
+
+    def compile_infos(self) -> tuple[CompileInfo, ...]:
+        """The last ``history`` compiles, oldest first: id, outcome, compile time, guard
+        count, the check's cost ([Note: Compile events])."""
+        return self._compile_log.recent()
+
+    def compile_info(self, entry: CacheEntry) -> Optional[CompileInfo]:
+        """The compile that made ``entry`` (None for an entry of another function)."""
+        return self._compile_log.info_of(entry)
 
     def guard_failure_counts(self) -> dict[str, int]:
         """``"<kind> <sources>"`` -> in how many entry rejections of the recompiles kept that

@@ -182,6 +182,12 @@ class GuardKind:
         """(guarded class weakref or None, object weakref or None) for ``set_export_info``."""
         return (None, None)
 
+    def detail(self, params: Any) -> Optional[dict[str, Any]]:
+        """What the guard pins, as JSON-ready fields for inspection (``jitguard.explain``,
+        traces), beyond its one-line ``code``; None when the code says it all. A relational
+        kind may return ``{"per_source": [fields, ...]}``, one per source in order."""
+        return None
+
     def fact(self, params: Any) -> Optional[tuple[str, Hashable]]:
         """A hashable fact this guard pins, as (fact name, expected fact), or None.
 

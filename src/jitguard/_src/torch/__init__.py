@@ -18,7 +18,9 @@ torch into jitguard's registries:
     ``torch.layout``, ``torch.memory_format``;
   * the sympy functions of torch's shape guards (``symbolic``);
   * fake-mode detection and the ``invoke_subgraph`` cache (``fake``);
-  * argument rules for the specializing cache (``rules``), when the cache is present.
+  * argument rules for the specializing cache (``rules``), when the cache is present;
+  * jitguard's logs and structured trace in torch's ``TORCH_LOGS``/``TORCH_TRACE``
+    (``logging_bridge``, see [Note: jitguard in torch's logging]).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def install() -> None:
             batched,
             dynamo_kinds,
             fake,
+            logging_bridge,
             module_kinds,
             rules,
             state,
@@ -73,4 +76,5 @@ def install() -> None:
             builtin_kinds.register_constant_type(tp)
         symbolic.register_sympy_functions()
         rules.register_rules()
+        logging_bridge.install()
         _installed = True

@@ -130,6 +130,10 @@ class TensorsMatch(RelationalKind):
     def code(self, name: Any, params: BatchSpec) -> str:
         return f"TENSOR_MATCH on {len(name)} tensors: {', '.join(name)}"
 
+    def detail(self, params: BatchSpec) -> dict[str, Any]:
+        """Each tensor's TENSOR_MATCH detail, in source order."""
+        return {"per_source": [_TENSOR_MATCH.detail(spec) for spec in params.specs]}
+
     def reason(self, name: Any, value: Any, params: BatchSpec) -> str:
         for n, v, s in zip(name, value, params.specs, strict=False):
             if not _holds_quietly(v, s):

@@ -326,6 +326,21 @@ class TensorMatch(GuardKind):
     def export(self, params: TensorSpec) -> tuple[Any, Any]:
         return (params.type.weakref(), params.ref)
 
+    def detail(self, params: TensorSpec) -> dict[str, Any]:
+        """The tensor's type, dtype, device, sizes and strides (None: not checked, e.g. a
+        dynamic dim), requires_grad, layout and dispatch flags."""
+        tp = params.type.get()
+        return {
+            "type": tp.__qualname__ if isinstance(tp, type) else params.type.type_name,
+            "dtype": str(params.dtype),
+            "device": _device_text(params.device),
+            "sizes": list(params.sizes),
+            "strides": None if params.strides is None else list(params.strides),
+            "requires_grad": params.requires_grad,
+            "layout": str(params.layout),
+            "dispatch_keys": params.keys_text,
+        }
+
     # ---- facts (dispatch for the specializing cache) -------------------------------------
 
     def fact(self, params: TensorSpec) -> Optional[tuple[str, Hashable]]:

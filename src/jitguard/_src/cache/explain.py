@@ -1,0 +1,190 @@
+"""``jitguard.explain(f)``: everything known about a specialized function's cache, as text
+and as JSON.
+
+May import: cache.observe, cache.specialize, cache.stats (and what they may import).
+
+# [Note: Explaining a cache]
+# ``explain(f)`` reads, without compiling or calling anything: the live entries in dispatch
+# order, each with its hits, specificity, the sources it compiled as dynamic, its checks
+# (each one's ``code``, ``kind``, ``sources`` and, when its kind gives one, ``detail``:
+# dtype, device, sizes, strides and requires_grad of a tensor guard), how often each check
+# failed on a recompile, its check's measured cost and its compile time; the function's
+# counters (hits, misses, compiles, fallbacks, ...); every compile, kept or not, with its
+# time and outcome; the guard that rejected calls most often; and every recompile's
+# reasons. ``str()`` is a readable report (at most ``max_guards`` checks per entry, the
+# rest counted), ``as_dict()``/``to_json()`` the whole of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Optional, Union
+
+from .observe import guard_report, leaf_key
+from .specialize import FunctionCache, cache_of
+
+__all__ = ["Explanation", "explain"]
+
+
+def _us(ns: Optional[float]) -> str:
+    return "not measured" if ns is None else f"{ns / 1000:.2f} us"
+
+
+def _ms(seconds: Optional[float]) -> str:
+    return "?" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def _fields(detail: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in detail.items())
+
+
+class Explanation:
+    """What ``jitguard.explain(f)`` returns: ``as_dict()``, ``to_json()``, ``str()``.
+    See [Note: Explaining a cache]."""
+
+    def __init__(self, data: dict[str, Any], max_guards: int) -> None:
+        self.data = data
+        self.max_guards = max_guards
+
+    def as_dict(self) -> dict[str, Any]:
+        """The whole report as plain JSON-ready data."""
+        return self.data
+
+    def to_json(self, **kwargs: Any) -> str:
+        """The report as JSON (keyword arguments go to ``json.dumps``; default indent 2)."""
+        kwargs.setdefault("indent", 2)
+        return json.dumps(self.data, default=str, **kwargs)
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        return list(self.data["entries"])
+
+    def __str__(self) -> str:
+        d = self.data
+        s = d["stats"]
+        out = [f"jitguard.explain: {d['function']}"]
+        out.append(
+            f"  entries {s['entries']}; hits {s['hits']}, misses {s['misses']}, compiles "
+            f"{s['compiles']} (recompiles {s['recompiles']}, failed {s['failures']}), "
+            f"fallbacks {s['fallbacks']}, invalidated {s['invalidations']}"
+        )
+        top = d["most_rejecting_guard"]
+        if top is not None:
+            out.append(
+                f"  guard that rejects most: {top['guard']} "
+                f"({top['failures']} of {d['rejections']} rejections)"
+            )
+        for e in d["entries"]:
+            state = "" if e["valid"] else f", invalid: {e['invalid_reason']}"
+            dynamic = f", dynamic: {', '.join(e['dynamic'])}" if e["dynamic"] else ""
+            out.append(
+                f"  entry {e['compile_id']}: {e['hits']} hits, {e['guard_count']} checks, "
+                f"check {_us(e['check_cost_ns'])} per call, compiled in "
+                f"{_ms(e['compile_time_s'])}, specificity {e['specificity']}{dynamic}{state}"
+            )
+            guards = e["guards"]
+            for g in guards[: self.max_guards]:
+                failed = g.get("failures", 0)
+                tail = f"   [failed {failed}x]" if failed else ""
+                detail = g.get("detail")
+                per_source = detail.get("per_source") if detail is not None else None
+                if detail is None:
+                    out.append(f"    {g['kind']}: {g['code']}{tail}")
+                elif isinstance(per_source, list):
+                    out.append(f"    {g['kind']} on {len(g['sources'])} sources{tail}")
+                    for name, fields in zip(g["sources"], per_source, strict=False):
+                        out.append(f"      {name}: {_fields(fields)}")
+                else:
+                    names = ", ".join(g["sources"])
+                    out.append(f"    {g['kind']} {names}: {_fields(detail)}{tail}")
+            if len(guards) > self.max_guards:
+                out.append(
+                    f"    ... and {len(guards) - self.max_guards:,} more checks "
+                    f"(explain(f).as_dict() has them all)"
+                )
+        if d["compiles"]:
+            out.append("  compiles:")
+            for c in d["compiles"]:
+                extra = f": {c['error']}" if c["error"] else ""
+                out.append(
+                    f"    {c['compile_id']}: {c['outcome']} in {_ms(c['compile_time_s'])}, "
+                    f"{c['guard_count']} checks, check {_us(c['check_cost_ns'])}{extra}"
+                )
+        if d["recompiles"]:
+            out.append("  recompiles:")
+            for r in d["recompiles"]:
+                made = r["compile_id"] or f"refused ({r['outcome']})"
+                out.append(f"    {made}:")
+                out.extend(f"      - {line}" for line in r["reasons"])
+                if r["made_dynamic"]:
+                    out.append(f"      now dynamic: {', '.join(r['made_dynamic'])}")
+        return "\n".join(out)
+
+    def __repr__(self) -> str:
+        return f"<Explanation {self.data['function']}: {len(self.data['entries'])} entries>"
+
+
+def _entry(entry: Any, info: Any) -> dict[str, Any]:
+    counts = dict(entry.failure_counts)
+    guards = []
+    for leaf in entry.check.leaves:
+        report = guard_report(leaf)
+        failed = counts.get(leaf_key(leaf), 0)
+        if failed:
+            report["failures"] = failed
+        guards.append(report)
+    return {
+        "compile_id": str(entry.compile_id),
+        "hits": entry.hits,
+        "specificity": entry.specificity,
+        "valid": entry.valid,
+        "invalid_reason": entry.invalid_reason,
+        "dynamic": sorted(s.name() for s in entry.dynamic),
+        "guard_count": len(entry.check.leaves),
+        "check_cost_ns": info.check_cost_ns if info is not None else None,
+        "compile_time_s": info.compile_time_s if info is not None else None,
+        "failure_counts": counts,
+        "guards": guards,
+    }
+
+
+def explain(f: Union[Callable[..., Any], FunctionCache], *, max_guards: int = 50) -> Explanation:
+    """Explain the cache of ``f`` (a function returned by ``specialize`` or
+    ``jitguard.torch.compile``, or a ``FunctionCache``): its entries and their guards,
+    hits, failure counts, the check's cost, fallbacks, compile times and recompile reasons.
+    ``str()`` of the result is a report (``max_guards`` checks shown per entry);
+    ``.as_dict()``/``.to_json()`` hold everything. See [Note: Explaining a cache]."""
+    cache = f if isinstance(f, FunctionCache) else cache_of(f)
+    stats = cache.stats()
+    counts = cache.guard_failure_counts()
+    rejections = sum(
+        len(e.entries) for e in cache.recompiles  # one rejection per entry per miss explained
+    )
+    # The most failures; among equals, the one that failed first.
+    top = Counter(counts).most_common(1)[0] if counts else None
+    data: dict[str, Any] = {
+        "function": cache.where,
+        "stats": {
+            "hits": stats.hits, "misses": stats.misses, "compiles": stats.compiles,
+            "recompiles": stats.recompiles, "restarts": stats.restarts,
+            "failures": stats.failures, "fallbacks": stats.fallbacks,
+            "invalidations": stats.invalidations, "entries": stats.entries,
+        },
+        "entries": [_entry(e, cache.compile_info(e)) for e in cache.entries()],
+        "compiles": [info.as_dict() for info in cache.compile_infos()],
+        "guard_failure_counts": counts,
+        "rejections": rejections,
+        "most_rejecting_guard": None if top is None else {"guard": top[0], "failures": top[1]},
+        "recompiles": [
+            {
+                "compile_id": None if r.compile_id is None else str(r.compile_id),
+                "outcome": r.outcome,
+                "reasons": r.reasons(),
+                "made_dynamic": list(r.made_dynamic),
+            }
+            for r in cache.recompiles
+        ],
+    }
+    return Explanation(data, max_guards)
