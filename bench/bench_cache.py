@@ -20,7 +20,7 @@ Scenarios.
       (``recompile_limit=None, automatic_dynamic=False``, the identity compiler) built up to
       10, 1,000 and 10,000 entries. For each: time per miss (one more entry; median of single
       timed misses, each on a cache of that size: rebuilt for 10, growing by at most 1% for
-      the others), bytes per entry (tracemalloc, growth from 1 entry to N over N - 1; with
+      the others; the sizes timed in turn, rotated), bytes per entry (tracemalloc, growth from 1 entry to N over N - 1; with
       ``--quick`` measured up to 1,000 entries and the 10,000 row reuses that figure's
       method on its own build), and hit time (a call of an existing value, against a
       1-entry cache, alternated). Targets: a miss at 10,000 within 1.5x of at 10 and under
@@ -254,23 +254,28 @@ def scenario_scale(reps: int, batch_s: float, quick: bool) -> dict[str, Any]:
         t0 = time.perf_counter()
         spec, per_entry = _scaled(count, trace=trace)
         build_s = time.perf_counter() - t0
-        if count <= 100:  # a fresh cache of that size for each timed miss
-            times = []
-            for _ in range(misses):
-                fresh, _ = _scaled(count)
-                times.append(_time_one_miss(fresh, count))
-        else:
-            times = [_time_one_miss(spec, 10**7 + i) for i in range(misses)]
         caches[count] = spec
         out[f"s{count}"] = {
             "title": f"{count:,} entries",
             "entries": count,
-            "miss_ms": round(median(times), 4),
-            "miss_min_ms": round(min(times), 4),
             "bytes_per_entry": None if per_entry != per_entry else round(per_entry),
             "build_s": round(build_s, 2),
             "traced": trace,
         }
+    # Small sizes: a fresh cache of that size for each timed miss. The sizes are timed in
+    # turn, the order rotated each round, so that the machine's load falls on all alike.
+    fresh = {c: [_scaled(c)[0] for _ in range(misses)] for c in SCALE_SIZES if c <= 100}
+    times: dict[int, list[float]] = {c: [] for c in SCALE_SIZES}
+    for i in range(misses):
+        order = SCALE_SIZES[i % len(SCALE_SIZES):] + SCALE_SIZES[: i % len(SCALE_SIZES)]
+        for count in order:
+            if count in fresh:
+                times[count].append(_time_one_miss(fresh[count][i], count))
+            else:
+                times[count].append(_time_one_miss(caches[count], 10**7 + i))
+    for count in SCALE_SIZES:
+        out[f"s{count}"]["miss_ms"] = round(median(times[count]), 4)
+        out[f"s{count}"]["miss_min_ms"] = round(min(times[count]), 4)
     one, _ = _scaled(1)
     g: dict[str, Any] = {"one": one, **{f"c{c}": caches[c] for c in SCALE_SIZES}}
     hit_value = {c: c // 2 for c in SCALE_SIZES}
@@ -285,7 +290,8 @@ def scenario_scale(reps: int, batch_s: float, quick: bool) -> dict[str, Any]:
         r["hit_ratio_vs_1"] = round(median(ratios), 3)
         r["miss_ratio_vs_10"] = round(r["miss_ms"] / base_miss, 3)
         r["meets_target"] = (
-            r["miss_ratio_vs_10"] <= MISS_RATIO_TARGET and r["miss_ms"] <= MISS_MS_TARGET
+            r["miss_ratio_vs_10"] <= MISS_RATIO_TARGET
+            and (count != SCALE_SIZES[-1] or r["miss_ms"] <= MISS_MS_TARGET)
             and (r["bytes_per_entry"] is None or r["bytes_per_entry"] <= BYTES_TARGET)
             and r["hit_ratio_vs_1"] <= SCALE_HIT_TARGET
         )
