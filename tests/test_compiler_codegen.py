@@ -265,7 +265,8 @@ class ManyObjects(GuardKind):
     def emit(self, var: str, params: Any, ctx: EmitContext) -> str:
         hints = ("x1", "x12", "x", "x_1")
         parts = [f"{var}[{i}] is {ctx.const(p, hints[i % 4])}" for i, p in enumerate(params)]
-        return f"len({var}) == {len(params)} and " + " and ".join(parts)
+        exact = f"type({var}) is {ctx.const(tuple, 'tuple_')} and len({var}) == {len(params)}"
+        return " and ".join([exact, *parts])
 
     def code(self, name: str, params: Any) -> str:
         return f"{name} holds {len(params)} given objects"

@@ -42,7 +42,7 @@ def test_typed_overloads_take_the_runtime_options() -> None:
     import typing
 
     import jitguard
-    from jitguard._src.cache import specialize as runtime
+    from jitguard._src.cache import decorators as runtime
 
     def keywords(fn: object) -> list[str]:
         params = inspect.signature(fn).parameters.values()  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ Re-exports only; the code lives in ``jitguard._src``. Torch-only names are reach
 (see [Note: Lazy integrations]).
 """
 
+from ._src.cache.decorators import cache_of as cache_of
 from ._src.cache.decorators import specialize as specialize
 from ._src.cache.entry import CacheEntry as CacheEntry
 from ._src.cache.entry import register_specificity as register_specificity
@@ -17,7 +18,6 @@ from ._src.cache.policy import register_arg_rule as register_arg_rule
 from ._src.cache.reasons import RecompileRecord as RecompileRecord
 from ._src.cache.request import CompileRequest as CompileRequest
 from ._src.cache.specialize import FunctionCache as FunctionCache
-from ._src.cache.specialize import cache_of as cache_of
 from ._src.cache.stance import no_recompiles as no_recompiles
 from ._src.cache.stats import CacheStats as CacheStats
 from ._src.cache.stats import cache_counters as cache_counters

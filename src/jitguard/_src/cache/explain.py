@@ -1,7 +1,7 @@
 """``jitguard.explain(f)``: everything known about a specialized function's cache, as text
 and as JSON.
 
-May import: cache.observe, cache.specialize, cache.stats (and what they may import).
+May import: cache.decorators, cache.observe, cache.specialize, cache.stats (and what they may import).
 
 # [Note: Explaining a cache]
 # ``explain(f)`` reads, without compiling or calling anything: the live entries in dispatch
@@ -22,8 +22,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Optional, Union
 
+from .decorators import cache_of
 from .observe import guard_report, leaf_key
-from .specialize import FunctionCache, cache_of
+from .specialize import FunctionCache
 
 __all__ = ["Explanation", "explain"]
 

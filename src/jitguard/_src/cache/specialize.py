@@ -1,5 +1,5 @@
-"""``specialize(fn, compiler=...)``: the specializing cache of one function
-(``FunctionCache``), its miss path and its inspection API.
+"""The specializing cache of one function (``FunctionCache``), its miss path and its
+inspection API; ``cache.decorators`` holds ``specialize`` and ``cache_of``, its public face.
 
 May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` module.
 
@@ -42,7 +42,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, Optional, ParamSpec, TypeVar, Union
+from typing import Any, Generic, Optional, ParamSpec, TypeVar
 
 from ..guards import Source
 from ..ids import CompileId
@@ -67,7 +67,7 @@ from .signature import Signature
 from .stance import check_on_limit, refuse
 from .stats import CacheStats, Counters, track
 
-__all__ = ["FunctionCache", "cache_of", "identity_compiler", "specialize"]
+__all__ = ["FunctionCache", "identity_compiler"]
 
 Compiler = Callable[[CompileRequest], Callable[..., Any]]
 _P = ParamSpec("_P")  # the wrapped function's parameters and result (see cache.decorators)
@@ -500,73 +500,3 @@ class FunctionCache(Generic[_P, _R]):
 
     def __repr__(self) -> str:
         return f"<FunctionCache {self.where}: {len(self._snapshot.entries)} entries>"
-
-
-def specialize(
-    fn: Optional[Callable[..., Any]] = None,
-    /,
-    *,
-    compiler: Optional[Compiler] = None,
-    recompile_limit: Optional[int] = _UNSET,
-    on_limit: str = "fallback",
-    automatic_dynamic: bool = True,
-    static: Iterable[SourceLike] = (),
-    dynamic: Iterable[SourceLike] = (),
-    error_on_recompile: bool = False,
-    policy: Optional[ArgPolicy] = None,
-    global_state: bool = True,
-    max_restarts: int = 8,
-    maxsize: Optional[int] = None,
-    history: int = HISTORY,
-) -> Any:
-    """Specialize ``fn``: return a function with ``fn``'s signature that keeps compiled,
-    guarded entries and calls the most specialized one whose guards hold, compiling a new
-    one with ``compiler(request)`` on a miss. Usable as ``@specialize(compiler=...)``.
-
-    ``compiler`` (default: the artifact is ``fn``) gets a ``CompileRequest`` and returns the
-    artifact. ``recompile_limit``/``on_limit`` ("fallback" or "raise"): see
-    [Note: Recompile limits]. ``static``/``dynamic``: parameter names (or sources under
-    them) to guard by value / by type; ``automatic_dynamic``: see [Note: Automatic
-    dynamic]. ``error_on_recompile``: every recompile raises ``RecompileError``.
-    ``policy``: the argument rules (default: ``register_arg_rule``'s). ``global_state``:
-    guard the registered global states. ``maxsize``: keep at most that many entries,
-    evicting the least recently used (see [Note: maxsize]; ``recompile_limit`` then
-    defaults to None, no limit; both None: an unbounded cache). ``history``: how many
-    recompile records to keep (the last ones; every one is counted). The returned
-    function's ``cache`` attribute is its ``FunctionCache``.
-
-    A ``staticmethod`` or ``classmethod`` gives the same kind of descriptor around the
-    specialized function, so ``@specialize`` may sit above either in a class body. A
-    function defined in a class body is a method: its first parameter (``self``) is guarded
-    by type, not identity ([Note: Argument rules]).
-    """
-    options: dict[str, Any] = dict(
-        compiler=compiler, recompile_limit=recompile_limit, on_limit=on_limit,
-        automatic_dynamic=automatic_dynamic, static=static, dynamic=dynamic,
-        error_on_recompile=error_on_recompile, policy=policy, global_state=global_state,
-        max_restarts=max_restarts, maxsize=maxsize, history=history,
-    )
-    if fn is None:
-        return lambda f: _specialize(f, options)
-    return _specialize(fn, options)
-
-
-def _specialize(fn: Any, options: dict[str, Any]) -> Any:
-    if type(fn) is staticmethod:
-        cache = FunctionCache(fn.__func__, **options)
-        cache.signature.receiver = None  # a static method receives no instance
-        return staticmethod(cache.function)
-    if type(fn) is classmethod:
-        return classmethod(FunctionCache(fn.__func__, **options).function)
-    return FunctionCache(fn, **options).function
-
-
-def cache_of(specialized: Union[Callable[..., Any], Any]) -> FunctionCache[..., Any]:
-    """The ``FunctionCache`` behind a function returned by ``specialize`` (also through a
-    bound method)."""
-    if type(specialized) is staticmethod or type(specialized) is classmethod:  # a class __dict__
-        specialized = specialized.__func__
-    cache = getattr(specialized, "cache", None)
-    if not isinstance(cache, FunctionCache):
-        raise TypeError(f"{specialized!r} is not a function returned by jitguard.specialize")
-    return cache
