@@ -56,7 +56,7 @@ import types
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any, Optional, ParamSpec, TypeVar, overload
 
 import torch
 
@@ -364,6 +364,26 @@ def _cache_for(fn: types.FunctionType, key: tuple[Any, ...], isolate: bool,
 
 def _verify_default() -> bool:
     return os.environ.get("JITGUARD_VERIFY", "") not in ("", "0")
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+@overload
+def compile(
+    model_or_fn: Callable[_P, _R], /, *, backend: Any = ..., fullgraph: bool = ...,
+    dynamic: Optional[bool] = ..., verify: Optional[bool] = ..., isolate_recompiles: bool = ...,
+    recompile_limit: Optional[int] = ...,
+) -> Callable[_P, _R]: ...
+
+
+@overload
+def compile(
+    model_or_fn: None = None, /, *, backend: Any = ..., fullgraph: bool = ...,
+    dynamic: Optional[bool] = ..., verify: Optional[bool] = ..., isolate_recompiles: bool = ...,
+    recompile_limit: Optional[int] = ...,
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
 
 
 def compile(
