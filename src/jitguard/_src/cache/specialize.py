@@ -52,6 +52,7 @@ from .entry import CacheEntry
 from .keys import Dispatcher, Layout, compute_layout
 from .lru import Lru
 from .observe import CompileInfo, CompileLog, dispatch_log
+from .persist import Loaded, Persistence, StoreEvent, open_persistence
 from .policy import ArgPolicy, default_policy, root_name
 from .reasons import (
     EXPLAINED,
@@ -80,8 +81,21 @@ _UNSET: Any = object()
 
 def identity_compiler(request: CompileRequest) -> Callable[..., Any]:
     """The default compiler: the artifact is ``fn`` itself (the cache then only remembers
-    which specializations were seen, and dispatches to them)."""
+    which specializations were seen, and dispatches to them). Its entries can be stored:
+    the artifact's bytes are empty, and ``fn`` is the artifact again on load."""
     return request.fn
+
+
+def _identity_serialize(artifact: Callable[..., Any]) -> bytes:
+    return b""
+
+
+def _identity_deserialize(data: bytes, fn: Callable[..., Any]) -> Callable[..., Any]:
+    return fn
+
+
+identity_compiler.serialize = _identity_serialize  # type: ignore[attr-defined]
+identity_compiler.deserialize = _identity_deserialize  # type: ignore[attr-defined]
 
 
 class FunctionCache(Generic[_P, _R]):
@@ -110,6 +124,7 @@ class FunctionCache(Generic[_P, _R]):
         max_restarts: int = 8,
         maxsize: Optional[int] = None,
         history: int = HISTORY,
+        store: Any = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"specialize needs a callable, got {fn!r}")
@@ -174,6 +189,11 @@ class FunctionCache(Generic[_P, _R]):
             self.signature, getattr(fn, "__name__", ""), self._miss,
             tick=self._lru.tick if self._lru is not None else None,
         )
+        # [Note: Persistent entries]: None unless a store is on and the compiler can use it.
+        self._persist: Optional[Persistence] = open_persistence(fn, self.compiler, store,
+                                                                 self.where)
+        if self._persist is not None:
+            self._persist.params = self.signature.params
         self._snapshot: Snapshot = build_snapshot((), self.dispatcher.keycode(Layout((), (), False)))
         self.dispatcher.install(self._snapshot.keycode, self._snapshot.index)
         self.function: Callable[_P, _R] = self.dispatcher.function
@@ -227,6 +247,8 @@ class FunctionCache(Generic[_P, _R]):
             if self._dirty:
                 self._drop_dead()
             entry = self._snapshot.lookup(values)
+            if entry is None and self._persist is not None and self._persist.pending:
+                entry = self._load_stored(values)
             if entry is not None:
                 entry.slow_hits += 1
                 if self._lru is not None:
@@ -240,6 +262,9 @@ class FunctionCache(Generic[_P, _R]):
         """Under the lock, no entry accepts ``values``: what to call instead."""
         self._counters.bump("misses")
         recompile = self._compiles > 0
+        # Loaded entries that reject the call are explained like compiled ones, but the
+        # first compile of this process is not a recompile ([Note: Persistent entries]).
+        explained = recompile or bool(self._entries)
         limit = self.recompile_limit
         past_limit = limit is not None and self._compiles >= limit
         if past_limit and self.on_limit == "fallback" and self._warned:
@@ -252,7 +277,7 @@ class FunctionCache(Generic[_P, _R]):
                               f"{size} entries rejected the call" if size else "no entry yet")
         covered: list[CacheEntry] = []
         unexplained = 0
-        if recompile:
+        if explained:
             covered, unexplained = self._snapshot.closest(values, EXPLAINED)
         refused = refuse(
             self.where, covered, values, unexplained=unexplained, recompile=recompile,
@@ -265,7 +290,7 @@ class FunctionCache(Generic[_P, _R]):
             self._counters.bump("fallbacks")
             return self.fn
         record: Optional[RecompileRecord] = None
-        if recompile:
+        if explained:
             # [Note: Recompile reasons]: explained when read, unless the values may change.
             if keepable(values):
                 record = RecompileRecord(None, pending=covered, values=values,
@@ -340,12 +365,49 @@ class FunctionCache(Generic[_P, _R]):
         if self._lru is not None:
             self._lru.add(entry)
         self._add(entry)
+        if self._persist is not None:
+            self._persist.save(entry)
         # [Note: Compile events]; the compile log and the guards log say the rest.
         self._compile_log.compiled(compile_id, started, values, entry, cache_size=cache_size,
                                    record=record)
         if self.maxsize is not None:
             self._evict_over(self.maxsize)
         return entry.artifact
+
+    def _load_stored(self, values: tuple[Any, ...]) -> Optional[CacheEntry]:
+        """Under the lock, on a miss: read the store's tiers in turn until an entry accepts
+        ``values`` ([Note: Persistent entries] 3, 4)."""
+        assert self._persist is not None
+        while self._persist.pending:
+            loaded = self._persist.load_next()
+            for item in loaded:
+                self._adopt(item)
+            if loaded:
+                if self.maxsize is not None:
+                    self._evict_over(self.maxsize)
+                entry = self._snapshot.lookup(values)
+                if entry is not None:
+                    return entry
+        return None
+
+    def _adopt(self, item: Loaded) -> CacheEntry:
+        """A loaded entry joins the cache (a compile id of this process, no compile)."""
+        assert self._persist is not None
+        if self._frame_id is None:
+            self._frame_id = next(_frame_ids)
+        compile_id = CompileId(frame_id=self._frame_id, frame_compile_id=self._next_compile)
+        self._next_compile += 1
+        entry = CacheEntry(
+            compile_id=compile_id, artifact=item.artifact, check=item.check,
+            params=self.signature.params, dynamic=item.dynamic, seq=next(self._seq),
+            on_invalid=self._invalid, redirect=self._redirect, history=self._history,
+        )
+        self._entries[entry.seq] = entry
+        if self._lru is not None:
+            self._lru.add(entry)
+        self._add(entry)
+        self._persist.loaded(item, entry)
+        return entry
 
     def _add(self, entry: CacheEntry) -> None:
         """Publish a new entry: in place when it fits the snapshot's layout, else in a new
@@ -492,7 +554,20 @@ class FunctionCache(Generic[_P, _R]):
             self._reset_state()
             self._static = self._declared_static
             self._counters.reset()
+            if self._persist is not None:
+                self._persist.reset()
             self._publish([])
+
+    def store_events(self) -> tuple[StoreEvent, ...]:
+        """What happened to this function's stored entries, oldest first: loaded, rejected
+        (why), stale (why), saved, not stored ([Note: Persistent entries] 5); () without a
+        store."""
+        return self._persist.events() if self._persist is not None else ()
+
+    @property
+    def store_key(self) -> Optional[str]:
+        """The key this function's entries are stored under (None without a store)."""
+        return self._persist.key if self._persist is not None else None
 
     def snapshot(self) -> Snapshot:
         """The published snapshot (the dispatcher's view), for debugging."""
