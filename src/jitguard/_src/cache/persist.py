@@ -61,7 +61,7 @@ from ..store.keys import entry_id, environment, function_identity, function_key
 from ..store.tiers import Fetched, Store, resolve_store, store_log, warn
 from .entry import CacheEntry
 
-__all__ = ["Loaded", "Persistence", "StoreEvent", "open_persistence"]
+__all__ = ["Loaded", "Persistence", "StoreEvent", "load_stored", "open_persistence"]
 
 _EVENTS = 256
 
@@ -117,6 +117,26 @@ def open_persistence(fn: Any, compiler: Any, spec: Any, where: str) -> Optional[
         return None
     assert identity is not None
     return Persistence(fn, compiler, store, identity, where)
+
+
+def load_stored(cache: Any, values: tuple[Any, ...]) -> Optional[CacheEntry]:
+    """Under ``cache``'s lock, on a miss: read its store's tiers in turn until an entry
+    accepts ``values`` ([Note: Persistent entries] 3, 4); each loaded entry joins the cache
+    with a compile id of this process (a ``FunctionCache``: ``_persist``, ``_join``)."""
+    persist: Persistence = cache._persist
+    while persist.pending:
+        loaded = persist.load_next()
+        for item in loaded:
+            entry = cache._join(cache._new_compile_id(), item.artifact, item.check,
+                                item.dynamic)
+            persist.loaded(item, entry)
+        if loaded:
+            if cache.maxsize is not None:
+                cache._evict_over(cache.maxsize)
+            entry = cache.snapshot().lookup(values)
+            if entry is not None:
+                return entry
+    return None
 
 
 class Persistence:

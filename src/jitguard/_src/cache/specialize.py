@@ -46,13 +46,13 @@ from typing import Any, Generic, Optional, ParamSpec, TypeVar
 
 from ..guards import Source
 from ..ids import CompileId
-from .compile import CompileJob, int_value_sources
+from .compile import CompileJob, identity_compiler, int_value_sources
 from .dispatch import RESCAN_BELOW, Snapshot, build_snapshot, choose_dims
 from .entry import CacheEntry
 from .keys import Dispatcher, Layout, compute_layout
 from .lru import Lru
 from .observe import CompileInfo, CompileLog, dispatch_log
-from .persist import Loaded, Persistence, StoreEvent, open_persistence
+from .persist import Persistence, StoreEvent, load_stored, open_persistence
 from .policy import ArgPolicy, default_policy, root_name
 from .reasons import (
     EXPLAINED,
@@ -77,25 +77,6 @@ _frame_ids = itertools.count()
 _tls = threading.local()
 _DEFAULT_LIMIT = 8
 _UNSET: Any = object()
-
-
-def identity_compiler(request: CompileRequest) -> Callable[..., Any]:
-    """The default compiler: the artifact is ``fn`` itself (the cache then only remembers
-    which specializations were seen, and dispatches to them). Its entries can be stored:
-    the artifact's bytes are empty, and ``fn`` is the artifact again on load."""
-    return request.fn
-
-
-def _identity_serialize(artifact: Callable[..., Any]) -> bytes:
-    return b""
-
-
-def _identity_deserialize(data: bytes, fn: Callable[..., Any]) -> Callable[..., Any]:
-    return fn
-
-
-identity_compiler.serialize = _identity_serialize  # type: ignore[attr-defined]
-identity_compiler.deserialize = _identity_deserialize  # type: ignore[attr-defined]
 
 
 class FunctionCache(Generic[_P, _R]):
@@ -248,7 +229,7 @@ class FunctionCache(Generic[_P, _R]):
                 self._drop_dead()
             entry = self._snapshot.lookup(values)
             if entry is None and self._persist is not None and self._persist.pending:
-                entry = self._load_stored(values)
+                entry = load_stored(self, values)
             if entry is not None:
                 entry.slow_hits += 1
                 if self._lru is not None:
@@ -303,10 +284,7 @@ class FunctionCache(Generic[_P, _R]):
             made_dynamic = int_value_sources(covered, record.entries, values,
                                              self.signature.params, self._job.f_globals,
                                              self._static)
-        if self._frame_id is None:
-            self._frame_id = next(_frame_ids)
-        compile_id = CompileId(frame_id=self._frame_id, frame_compile_id=self._next_compile)
-        self._next_compile += 1
+        compile_id = self._new_compile_id()
         names = tuple(sorted(s.name() for s in made_dynamic))
         if record is not None:
             record.made_dynamic = names
@@ -347,14 +325,8 @@ class FunctionCache(Generic[_P, _R]):
                                        cache_size=cache_size, record=record)
             return done.artifact
         assert done.check is not None
-        entry = CacheEntry(
-            compile_id=compile_id, artifact=done.artifact, check=done.check,
-            params=self.signature.params, dynamic=done.request.dynamic_sources,
-            seq=next(self._seq), on_invalid=self._invalid, redirect=self._redirect,
-            history=self._history,
-        )
+        entry = self._join(compile_id, done.artifact, done.check, done.request.dynamic_sources)
         dynamic, static = done.dynamic, done.static
-        self._entries[entry.seq] = entry
         self._compiles += 1
         self._counters.bump("compiles")
         self._auto = dynamic - self._dynamic
@@ -362,9 +334,6 @@ class FunctionCache(Generic[_P, _R]):
         if record is not None:
             record.compile_id = compile_id
             self._history.add(record)
-        if self._lru is not None:
-            self._lru.add(entry)
-        self._add(entry)
         if self._persist is not None:
             self._persist.save(entry)
         # [Note: Compile events]; the compile log and the guards log say the rest.
@@ -374,39 +343,26 @@ class FunctionCache(Generic[_P, _R]):
             self._evict_over(self.maxsize)
         return entry.artifact
 
-    def _load_stored(self, values: tuple[Any, ...]) -> Optional[CacheEntry]:
-        """Under the lock, on a miss: read the store's tiers in turn until an entry accepts
-        ``values`` ([Note: Persistent entries] 3, 4)."""
-        assert self._persist is not None
-        while self._persist.pending:
-            loaded = self._persist.load_next()
-            for item in loaded:
-                self._adopt(item)
-            if loaded:
-                if self.maxsize is not None:
-                    self._evict_over(self.maxsize)
-                entry = self._snapshot.lookup(values)
-                if entry is not None:
-                    return entry
-        return None
-
-    def _adopt(self, item: Loaded) -> CacheEntry:
-        """A loaded entry joins the cache (a compile id of this process, no compile)."""
-        assert self._persist is not None
+    def _new_compile_id(self) -> CompileId:
+        """The next compile id of this function (the frame id is taken on first use)."""
         if self._frame_id is None:
             self._frame_id = next(_frame_ids)
         compile_id = CompileId(frame_id=self._frame_id, frame_compile_id=self._next_compile)
         self._next_compile += 1
+        return compile_id
+
+    def _join(self, compile_id: CompileId, artifact: Callable[..., Any], check: Any,
+              dynamic: frozenset[Source]) -> CacheEntry:
+        """A new entry (compiled or loaded) joins the cache and is published."""
         entry = CacheEntry(
-            compile_id=compile_id, artifact=item.artifact, check=item.check,
-            params=self.signature.params, dynamic=item.dynamic, seq=next(self._seq),
+            compile_id=compile_id, artifact=artifact, check=check,
+            params=self.signature.params, dynamic=dynamic, seq=next(self._seq),
             on_invalid=self._invalid, redirect=self._redirect, history=self._history,
         )
         self._entries[entry.seq] = entry
         if self._lru is not None:
             self._lru.add(entry)
         self._add(entry)
-        self._persist.loaded(item, entry)
         return entry
 
     def _add(self, entry: CacheEntry) -> None:
