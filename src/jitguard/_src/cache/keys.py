@@ -339,8 +339,12 @@ def _key_code(
             ns[fname] = lambda value, _k=kind, _f=fact: _k.fact_of(_f, value)
             parts.append(f"{fname}({v})")
         elif spec is not None and spec.expr is not None:
-            parts.append(spec.expr.format(v=v, type=t, id=i, len=n, tuple=f"{p}tuple",
-                                          dict=f"{p}dict"))
+            consts: dict[str, str] = {}
+            for cname, obj in spec.consts:  # named per dim: two facts may use one name
+                consts[cname] = f"{p}c{g}_{k}_{cname}"
+                ns[consts[cname]] = obj
+            parts.append(spec.expr.format(**consts, v=v, type=t, id=i, len=n,
+                                          tuple=f"{p}tuple", dict=f"{p}dict"))
     if len(parts) == 1:
         key = parts[0]
     else:
