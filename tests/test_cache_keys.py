@@ -318,7 +318,8 @@ def test_derived_fact_needs_every_type_below_it_pinned() -> None:
 def test_tuple_items_key_the_dispatcher() -> None:
     """A specialized function of a tuple of ints keys on its items: a hit among many
     entries is one lookup, and the key reads items only of an exact tuple."""
-    fn = specialize(lambda t: t, automatic_dynamic=False, recompile_limit=None)
+    fn = specialize(lambda t: t, automatic_dynamic=False, recompile_limit=None,
+                    global_state=False)
     for i in range(20):
         fn((i, 2 * i))
     snap = cache_of(fn).snapshot()
