@@ -8,13 +8,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from _helpers import requires_torch
 from jitguard import ArgPolicy, cache_of, specialize
 from jitguard._src.cache.policy import default_policy
 from jitguard._src.cache.presets import TypesPolicy, resolve_policy, types_policy
 
 
 def typed(fn: Any = None, **kw: Any) -> Any:
+    """A function specialized with the types preset (no global-state guard, which torch's
+    states would add once torch is loaded)."""
+    kw.setdefault("global_state", False)
     return specialize(fn or (lambda x: x), policy="types", recompile_limit=None, **kw)
 
 
@@ -45,7 +47,7 @@ def test_scalars_by_type() -> None:
 
 def test_default_values_policy_is_unchanged() -> None:
     """Without a policy, ints are guarded by value."""
-    f = specialize(lambda x: x, automatic_dynamic=False)
+    f = specialize(lambda x: x, automatic_dynamic=False, global_state=False)
     f(1), f(2)
     assert cache_of(f).stats().compiles == 2
     assert codes(f)[0] == ["L['x'] == 1"]
@@ -68,7 +70,7 @@ def test_arrays_by_array_match() -> None:
 
 def test_eight_dtypes_one_exact_key() -> None:
     """Eight array dtypes: the dispatcher keys on the array fact alone, exactly."""
-    f = typed(lambda x: x.dtype.str, global_state=False)
+    f = typed(lambda x: x.dtype.str)
     arrays = [np.zeros(4, d) for d in ("f8", "f4", "i8", "i4", "u1", "c16", ">f8", "i2")]
     assert [f(a) for a in arrays * 2] == [a.dtype.str for a in arrays * 2]
     cache = cache_of(f)
@@ -111,17 +113,6 @@ def test_own_rules_come_first() -> None:
     policy = TypesPolicy()
     policy.register(int, lambda ctx, source, value: ctx.by_value(source, value),
                     subclasses=False, replace=True)
-    f = specialize(lambda x: x, policy=policy, automatic_dynamic=False)
+    f = specialize(lambda x: x, policy=policy, automatic_dynamic=False, global_state=False)
     f(1), f(2), f(np.zeros(2)), f(np.ones(3))
     assert cache_of(f).stats().compiles == 3
-
-
-@requires_torch
-def test_torch_tensors_keep_their_rule() -> None:
-    """A torch tensor (which has DLPack) is guarded by the torch rule, not as an array."""
-    import torch
-
-    f = typed()
-    f(torch.zeros(2))
-    (code,) = codes(f)
-    assert any(c.startswith("check_tensor(") for c in code), code
