@@ -137,8 +137,10 @@ def test_entry_whose_global_guard_fails_is_never_used(project: Path) -> None:
     warm = run(project, [[2, 3]], CFG="2")
     assert warm["results"] == [[6, 2]]
     assert warm["compiles"] == 1
-    assert outcomes(warm) == ["loaded", "saved"]
+    assert outcomes(warm) == ["loaded", "guard failed", "saved"]
+    assert warm["events"][1]["reason"].startswith("G['CFG'] == 1 failed: got 2")
     assert any("G['CFG'] == 1" in r and "got 2" in r for r in warm["reasons"]), warm["reasons"]
+    assert "guard failed" in warm["explain"]
     other = run(project, [[2, 3]], CFG="one")
     assert other["compiles"] == 1
     assert any("G['CFG']" in r and "str" in r for r in other["reasons"]), other["reasons"]
@@ -577,3 +579,71 @@ def test_four_processes_compiling_at_once_then_a_fifth_loads_all(
     out, err = start(0, 400, JITGUARD_CACHE_DIR=str(tmp_path / "other")).communicate(
         timeout=300)
     assert json.loads(out) == {"ok": True, "compiles": 0, "outcomes": ["loaded"]}, err
+
+
+def _save_doc(store: Store, f: Any, doc: dict[str, Any]) -> None:
+    """Save ``doc`` as an entry of the specialized ``f`` (signed with the store's key)."""
+    from jitguard._src.store.keys import entry_id
+
+    cache = jitguard.cache_of(f)
+    persist = cache._persist
+    assert persist is not None and cache.store_key is not None
+    store.save(StoredRecord(
+        key=cache.store_key, entry=entry_id(doc), name=persist.identity["name"],
+        env=persist._env, identity={}, guards=doc, dynamic=[], artifact=b"plain", created=0.0,
+    ))
+
+
+def test_loading_never_imports_a_module(store_dir: Path) -> None:
+    """A stored guard naming a module that is not loaded is rejected with that reason, and
+    the module is still not imported afterwards (loading only looks in sys.modules)."""
+    store = Store(store_dir)
+    compiler = Plain()
+    f = jitguard.specialize(add, compiler=compiler, store=store)
+    doc = {
+        "schema_version": 1, "kind": "jitguard.guard_set", "arg_names": ["x", "n"],
+        "guards": [{
+            "kind": "ID_MATCH", "code": "G['m'] is antigravity", "portable": True,
+            "sources": [{"type": "GlobalSource", "name": "G['m']",
+                         "fields": {"global_name": "m"}}],
+            "expect": {"$": "object", "module": "antigravity"},
+        }],
+    }
+    assert "antigravity" not in sys.modules
+    _save_doc(store, f, doc)
+    assert f(1, 2) == 3
+    assert "antigravity" not in sys.modules
+    (rejected,) = [e for e in jitguard.cache_of(f).store_events() if e.outcome == "rejected"]
+    assert "module antigravity is not loaded" in rejected.reason
+    assert compiler.compiles == 1
+
+
+def test_store_log_and_explain(store_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The jitguard.store log says what happened to each entry; explain's JSON has the
+    store's key, each loaded entry's origin and the events."""
+    f = jitguard.specialize(add, compiler=Plain(), store=store_dir)
+    with caplog.at_level("INFO", logger="jitguard.store"):
+        f(1, 2)
+    assert "saved" in caplog.text and "add" in caplog.text
+    g = jitguard.specialize(add, compiler=Plain(), store=store_dir)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="jitguard.store"):
+        g(1, 2)
+        g(5, 2)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(" loaded " in line and "[sqlite]: 2 guards" in line for line in lines), lines
+    data = jitguard.explain(g).as_dict()
+    assert data["store"]["key"] == jitguard.cache_of(g).store_key
+    loaded = [e for e in data["entries"] if e["stored"] is not None]
+    assert len(loaded) == 1 and loaded[0]["stored"]["tier"] == "sqlite"
+    assert any(line.startswith("loaded ") for line in data["store"]["events"])
+    assert not any(line.startswith("guard failed ") for line in data["store"]["events"])
+    assert jitguard.explain(jitguard.specialize(add, store=False)).as_dict()["store"] is None
+
+
+def test_store_is_a_log_name() -> None:
+    """``store`` is one of the JITGUARD_LOGS names."""
+    from jitguard._src import logs
+
+    assert "store" in logs.LOGS
+    assert logs.get_logger("store").name == "jitguard.store"
