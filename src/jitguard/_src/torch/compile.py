@@ -175,7 +175,8 @@ class TorchCompiler:
         if cap.tree is not None:
             self._delegate(request, info)
         info.forget_entries()
-        cap.fn = adapter.without_function_modes(cap.fn)
+        if adapter.function_modes_active():  # [Note: A hit's cost]
+            cap.fn = adapter.without_function_modes(cap.fn)
         if self.verify:
             return info.verified(self.where, request.signature.bind)
         return cap.fn
