@@ -183,3 +183,23 @@ def test_record_runtime_overhead_knob_exists() -> None:
     import torch._dynamo.config as dynamo_config
 
     assert isinstance(dynamo_config.record_runtime_overhead, bool)
+
+
+def test_constant_fold_table_is_asked_about_autocast_readers() -> None:
+    """Dynamo asks torch._dynamo.variables.torch.constant_fold_functions (a dict) whether it
+    may fold a torch function: replaced while capturing, the table sees
+    torch.get_autocast_dtype, and a capture that reads no autocast state says so."""
+    import torch._dynamo.variables.torch as dynamo_torch_vars
+
+    assert torch.get_autocast_dtype in dynamo_torch_vars.constant_fold_functions
+
+    def reads(x: Any) -> Any:
+        return x.to(torch.get_autocast_dtype("cpu"))
+
+    def plain(x: Any) -> Any:
+        return x + 1
+
+    keep = adapter.resolve_backend("eager")
+    assert adapter.capture(reads, (torch.ones(2),), {}, keep, lambda es: [False] * len(es)).reads_autocast
+    assert not adapter.capture(plain, (torch.ones(2),), {}, keep, lambda es: [False] * len(es)).reads_autocast
+    assert type(dynamo_torch_vars.constant_fold_functions) is dict  # put back

@@ -32,10 +32,11 @@ moves one breaks that test, loudly, and nothing else needs reading.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any, Optional
 
@@ -44,6 +45,7 @@ import torch._dynamo
 import torch._dynamo.config as dynamo_config
 import torch._dynamo.eval_frame as eval_frame
 import torch._dynamo.utils as _dynamo_utils
+import torch._dynamo.variables.torch as _dynamo_torch_vars
 import torch._guards
 from torch._dynamo import convert_frame
 from torch._dynamo.backends.registry import lookup_backend
@@ -132,6 +134,9 @@ class Captured:
     freevars: tuple[str, ...]
     closure: tuple[Any, ...]
     installed: tuple[str, ...] = ()  # the globals that hold this capture's compiled graph
+    # whether the capture could have baked in an autocast dtype
+    # ([Note: Autocast dtypes a capture did not read])
+    reads_autocast: bool = True
 
 
 def _capture_contexts(stack: ExitStack, dynamic: Optional[bool]) -> None:
@@ -168,8 +173,10 @@ def capture(
         kept[:] = [bool(k) for k in keep(entries)]
         return kept
 
+    folded: list[Any] = []
     with ExitStack() as stack:
         _capture_contexts(stack, dynamic)
+        stack.enter_context(_recording_folds(folded))
         out = convert_frame.fullgraph_capture(fn, args, kwargs)
         gco = out.graph_capture_output
         bi = out.backend_input
@@ -210,7 +217,67 @@ def capture(
         freevars=fn.__code__.co_freevars,
         closure=tuple(fn.__closure__ or ()),
         installed=(bi.backend_id,) if bi is not None else (),
+        reads_autocast=any(_names_autocast(f) for f in folded) or _graph_names_autocast(gm),
     )
+
+
+# [Note: Autocast dtypes a capture did not read]
+# Dynamo folds ``torch.get_autocast_dtype(...)`` (and the other autocast readers) to a
+# constant while tracing, without a guard, and a ``torch.autocast(device)`` entered in the
+# function bakes the dtype of that moment into the graph (an ``_enter_autocast`` node);
+# torch's GlobalStateGuard compares a device's autocast dtype only while its autocast is
+# on. So jitguard pins the CPU and CUDA autocast dtypes (two ~0.15 us reads a check) only
+# for a capture that could have baked one in: while capturing, Dynamo's table of
+# constant-folded functions is replaced by a recording copy (every function Dynamo asks
+# it about is seen), and the graph (with its nested graphs) is searched for a call whose
+# target names autocast. Either sets ``Captured.reads_autocast``; any function whose name
+# contains "autocast" counts, read or not (conservative). Otherwise the entry's
+# GLOBAL_STATE guards each dtype only while that device's autocast is on, which is what
+# the graph can observe of it.
+
+
+class _RecordingFolds(dict[Any, Any]):
+    """Dynamo's constant-fold table, noting each function it is asked about."""
+
+    def __init__(self, table: dict[Any, Any], seen: list[Any]) -> None:
+        super().__init__(table)
+        self.seen = seen
+
+    def __contains__(self, fn: object) -> bool:
+        self.seen.append(fn)
+        return dict.__contains__(self, fn)
+
+
+_FOLDS = "constant_fold_functions"
+
+
+@contextlib.contextmanager
+def _recording_folds(seen: list[Any]) -> Iterator[None]:
+    table: dict[Any, Any] = getattr(_dynamo_torch_vars, _FOLDS)
+    setattr(_dynamo_torch_vars, _FOLDS, _RecordingFolds(table, seen))
+    try:
+        yield
+    finally:
+        setattr(_dynamo_torch_vars, _FOLDS, table)
+
+
+def _names_autocast(obj: Any) -> bool:
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
+    return "autocast" in str(name).lower()
+
+
+def _graph_names_autocast(gm: Optional[torch.fx.GraphModule]) -> bool:
+    if gm is None:
+        return False
+    for sub in gm.modules():
+        graph = getattr(sub, "graph", None)
+        if isinstance(graph, torch.fx.Graph):
+            for node in graph.nodes:
+                if node.op in ("call_function", "call_method") and (
+                    _names_autocast(node.target) or "autocast" in str(node.target).lower()
+                ):
+                    return True
+    return False
 
 
 # [Note: A hit's cost]
@@ -242,15 +309,15 @@ class _FastDynamoUtils:
 
     @staticmethod
     def call_size(x: Any, i: int) -> int:
-        return x.size(i)  # type: ignore[no-any-return]
+        return x.size(i)
 
     @staticmethod
     def call_stride(x: Any, i: int) -> int:
-        return x.stride(i)  # type: ignore[no-any-return]
+        return x.stride(i)
 
     @staticmethod
     def call_storage_offset(x: Any) -> int:
-        return x.storage_offset()  # type: ignore[no-any-return]
+        return x.storage_offset()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(_dynamo_utils, name)
