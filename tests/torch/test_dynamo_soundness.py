@@ -109,8 +109,6 @@ class TestContainers:
         same(cf(collections.OrderedDict(w=full(2)), X), full(2))
         same(cf(collections.OrderedDict(w=full(4)), X), full(4))
 
-    @pytest.mark.xfail(strict=True, reason="an OrderedDict whose order changed is accepted by Dynamo's guards (and jitguard's conversion of them): stale result")
-
     def test_ordereddict_order_changed(self) -> None:
         """The same OrderedDict keys in another order change a concatenation."""
 

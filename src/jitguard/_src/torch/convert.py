@@ -50,6 +50,9 @@ comparison, the default).
 #     (``skip_nnmodule_hook_guards``, its default): a hook added after compiling must not
 #     be silently ignored. Here jitguard is stricter than torch (``stricter`` lists it).
 #   * SHAPE_ENV becomes shape guards; with no code parts it holds always.
+#   * DICT_KEYS_MATCH on an OrderedDict also compares the order it iterates in (its own
+#     linked list; Dynamo traces in that order but its guard reads ``dict.keys``, which
+#     ``move_to_end`` does not change): stricter than torch, listed in ``stricter``.
 """
 
 from __future__ import annotations
@@ -364,6 +367,11 @@ def _dict_keys(ctx: _Context, p: adapter.EntryParts, src: Source) -> None:
         ctx.add(src, GuardBuilder.DICT_VERSION, p.user_stack)
     else:
         ctx.add(src, GuardBuilder.DICT_KEYS_MATCH, p.user_stack)
+        if isinstance(p.value, collections.OrderedDict):
+            ctx.out.stricter.append(
+                f"DICT_KEYS_MATCH on {src.name()}: the OrderedDict's iteration order is "
+                f"compared too (torch compares dict.keys's order, which move_to_end leaves)"
+            )
 
 
 def _contains(invert: bool, kind: str) -> KindFn:
