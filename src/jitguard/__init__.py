@@ -11,6 +11,7 @@ from ._src.cache.entry import register_specificity as register_specificity
 from ._src.cache.explain import Explanation as Explanation
 from ._src.cache.explain import explain as explain
 from ._src.cache.observe import CompileInfo as CompileInfo
+from ._src.cache.persist import StoreEvent as StoreEvent
 from ._src.cache.policy import ArgContext as ArgContext
 from ._src.cache.policy import ArgPolicy as ArgPolicy
 from ._src.cache.policy import ArgRule as ArgRule
@@ -50,6 +51,8 @@ from ._src.compiler.schema import guards_to_json as guards_to_json
 from ._src.compiler.schema import import_guards as import_guards
 from ._src.compiler.schema import register_schema_type as register_schema_type
 from ._src.compiler.shape import register_sympy_function as register_sympy_function
+from ._src.compiler.triton_kinds import data_ptr_kind as data_ptr_kind
+from ._src.compiler.triton_kinds import int_class_kind as int_class_kind
 from ._src.config import config as config
 from ._src.contexts import CompileContext as CompileContext
 from ._src.contexts import GuardsContext as GuardsContext
@@ -77,6 +80,8 @@ from ._src.errors import RecompileLimitError as RecompileLimitError
 from ._src.errors import RecompileLimitWarning as RecompileLimitWarning
 from ._src.errors import RestartCompile as RestartCompile
 from ._src.errors import SourceError as SourceError
+from ._src.errors import StoreError as StoreError
+from ._src.errors import StoreWarning as StoreWarning
 from ._src.errors import UnreadableSourceError as UnreadableSourceError
 from ._src.global_state import GlobalState as GlobalState
 from ._src.global_state import GlobalStateGroup as GlobalStateGroup
@@ -123,6 +128,7 @@ from ._src.sources import UnspecializedBuiltinNNModuleSource as UnspecializedBui
 from ._src.sources import UnspecializedNNModuleSource as UnspecializedNNModuleSource
 from ._src.sources import WeakRefCallSource as WeakRefCallSource
 from ._src.stacks import CapturedStack as CapturedStack
+from ._src.store.tiers import Store as Store
 from ._src.structured import set_trace as set_trace
 from ._src.weak import WeakIdKeyDictionary as WeakIdKeyDictionary
 
@@ -217,6 +223,10 @@ __all__ = [
     "Source",
     "SourceError",
     "StorageOverlap",
+    "Store",
+    "StoreError",
+    "StoreEvent",
+    "StoreWarning",
     "SyntheticLocalSource",
     "TensorProperty",
     "TensorPropertySource",
@@ -235,6 +245,7 @@ __all__ = [
     "compile_guard_records",
     "compile_guards",
     "config",
+    "data_ptr_kind",
     "detect_fake_mode",
     "explain",
     "export_guards",
@@ -243,6 +254,7 @@ __all__ = [
     "guard_schema",
     "guards_to_json",
     "import_guards",
+    "int_class_kind",
     "no_recompiles",
     "register_arg_rule",
     "register_constant_type",
