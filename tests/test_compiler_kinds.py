@@ -313,6 +313,7 @@ def test_dict_keys_match_ordereddict_order() -> None:
     od = collections.OrderedDict(a=1, b=2)
     guard, check = build(L("d"), GuardBuilder.DICT_KEYS_MATCH, {"d": od})
     assert_accepts(check, {"d": collections.OrderedDict(a=5, b=6)})
+    assert guard.code_list == ["list(dict.keys(L['d'])) == ['a', 'b'] and list(L['d'].keys()) == ['a', 'b']"]
     moved = collections.OrderedDict(a=1, b=2)
     moved.move_to_end("a")
     assert list(dict.keys(moved)) == ["a", "b"]
@@ -322,7 +323,7 @@ def test_dict_keys_match_ordereddict_order() -> None:
         "got ['a', 'b'] (iterating as ['b', 'a'])",
     )
     # a dict whose two orders differ when compiled: both are compared as they were
-    guard, check = build(L("d"), GuardBuilder.DICT_KEYS_MATCH, {"d": moved})
+    _, check = build(L("d"), GuardBuilder.DICT_KEYS_MATCH, {"d": moved})
     again = collections.OrderedDict(a=0, b=0)
     again.move_to_end("a")
     assert_accepts(check, {"d": again})

@@ -265,15 +265,17 @@ class DictKeysMatch(GuardKind):
             return False
         if not _same_keys(tuple(dict.keys(value)), params[1]):
             return False
-        return _ordered(params) is None or _same_keys(tuple(OrderedDict.keys(value)), _ordered(params))
+        ordered = _ordered(params)
+        return ordered is None or _same_keys(tuple(OrderedDict.keys(value)), ordered)
 
     def emit(self, var: str, params: tuple[Any, ...], ctx: EmitContext) -> str:
         type_ok = ctx.identical(f"type({var})", params[0], "type")
         keys_read = f"[*{var}]" if params[0].get() is dict else f"list(dict.keys({var}))"
         out = f"{type_ok} and {self._keys_ok(var, keys_read, params[1], ctx)}"
-        if _ordered(params) is not None:
+        ordered = _ordered(params)
+        if ordered is not None:
             od_keys = ctx.const(OrderedDict.keys, "ordered_keys")
-            out += f" and {self._keys_ok(var, f'list({od_keys}({var}))', _ordered(params), ctx)}"
+            out += f" and {self._keys_ok(var, f'list({od_keys}({var}))', ordered, ctx)}"
         return out
 
     @staticmethod
@@ -291,8 +293,9 @@ class DictKeysMatch(GuardKind):
 
     def code(self, name: str, params: tuple[Any, ...]) -> str:
         out = f"list(dict.keys({name})) == {show(list(params[1]))}"
-        if _ordered(params) is not None:
-            out += f" and list({name}.keys()) == {show(list(_ordered(params)))}"
+        ordered = _ordered(params)
+        if ordered is not None:
+            out += f" and list({name}.keys()) == {show(list(ordered))}"
         return out
 
     def reason(self, name: str, value: Any, params: tuple[Any, ...]) -> str:
