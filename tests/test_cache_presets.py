@@ -45,6 +45,14 @@ def test_scalars_by_type() -> None:
     assert codes(f)[0] == ["type(L['x']) is int"]
 
 
+def test_static_scalars_by_value() -> None:
+    """A parameter declared static is guarded by value under the types preset too."""
+    f = typed(lambda x, k: x * k, static=["k"])
+    f(1, 2), f(5, 2), f(1, 3)
+    assert cache_of(f).stats().compiles == 2
+    assert ["type(L['x']) is int", "L['k'] == 2"] in codes(f)
+
+
 def test_default_values_policy_is_unchanged() -> None:
     """Without a policy, ints are guarded by value."""
     f = specialize(lambda x: x, automatic_dynamic=False, global_state=False)

@@ -7,7 +7,8 @@ May import: _util, integrations, guards, sources, compiler.*, cache.policy.
 # "values" is the default policy ([Note: Argument rules]): an int is guarded by its value,
 # so ``f(3)`` and ``f(4)`` are two entries until automatic dynamic relaxes it.
 # "types" is what a type-specializing JIT (numba) needs, one entry per argument type:
-#   * int, float, complex, str, bytes, bool, None: by exact type (TYPE_MATCH);
+#   * int, float, complex, str, bytes, bool, None: by exact type (TYPE_MATCH); by value
+#     when ``specialize(..., static=[...])`` names them (numba's literal arguments);
 #   * arrays (numpy ndarrays and their subclasses; objects with ``__array_interface__``;
 #     objects with DLPack): ARRAY_MATCH with ``aligned=True``: exact type, dtype, ndim,
 #     layout class (C, F, A), writeable, aligned: numba's ``Array(dtype, ndim, layout,
@@ -52,8 +53,11 @@ _ARRAY_MATCH = functools.partial(GuardBuilder.ARRAY_MATCH, aligned=True)
 
 
 def scalar_type_rule(ctx: ArgContext, source: Source, value: Any) -> None:
-    """A builtin scalar by its exact type."""
-    ctx.by_type(source, value)
+    """A builtin scalar by its exact type; by value where ``static=`` names it."""
+    if ctx.is_static(source):
+        ctx.by_value(source, value)
+    else:
+        ctx.by_type(source, value)
 
 
 def array_rule(ctx: ArgContext, source: Source, value: Any) -> None:
