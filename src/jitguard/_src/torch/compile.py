@@ -72,7 +72,6 @@ from ..guards import Source
 from ..sources import GlobalSource, GlobalStateSource, LocalSource
 from . import adapter
 from .compiled import CompiledFunction, EntryInfo
-from .convert import GLOBALS_SELF
 from .delegated import Delegation
 from .state import DTYPE_STATES
 
@@ -173,8 +172,6 @@ class TorchCompiler:
                 GlobalStateSource().make_guard(state_kind) if g.create_fn is _global_state_kind()
                 else g for g in result.guards
             ]
-            if result.shadowable_builtins:  # [Note: Builtins a global may shadow]
-                request.fn.__globals__.setdefault(GLOBALS_SELF, request.fn.__globals__)
             result.add_to(request)
             info.converted = Counter(result.converted)
             info.stricter = list(result.stricter)

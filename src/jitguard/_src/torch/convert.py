@@ -63,8 +63,9 @@ comparison, the default).
 #     the builtins dict (``G['__builtins_dict___0']['abs']``, BUILTIN_MATCH) and guards
 #     that dict's entry, not that the module has no global of that name: ``abs = g`` at
 #     module level after compiling would be ignored. For each such name jitguard adds
-#     DICT_CONTAINS (inverted) on the function's globals dict, which jitguard.torch.compile
-#     binds to itself as ``G['__jitguard_globals__']``. Stricter than torch, listed.
+#     DICT_CONTAINS (inverted) on the function's globals dict, which the conversion binds
+#     to itself there as ``G['__jitguard_globals__']`` (a function must be given; a module
+#     dict holding itself is harmless and stays). Stricter than torch, listed.
 #   * DICT_KEYS_MATCH on an OrderedDict also compares the order it iterates in (its own
 #     linked list; Dynamo traces in that order but its guard reads ``dict.keys``, which
 #     ``move_to_end`` does not change): stricter than torch, listed in ``stricter``.
@@ -163,6 +164,7 @@ class _Context:
         self.not_present: dict[Source, tuple[list[str], Any]] = {}
         self.class_attrs: dict[Source, list[str]] = {}
         self.builtins: list[str] = []
+        self.f_globals: Optional[dict[str, Any]] = None  # the function's, when given
         self.global_state = False
 
     def add(self, source: Source, create_fn: Callable[..., Any], user_stack: Any = None) -> None:
@@ -209,6 +211,8 @@ def convert_guards(
         SourceConverter(function_source=function_source, freevars=freevars), dispatch_keys,
         batch_tensors,
     )
+    f_globals = getattr(function, "__globals__", None)
+    ctx.f_globals = f_globals if isinstance(f_globals, dict) else None
     parts = [(e, adapter.entry_parts(e)) for e in entries]
     # Sources first (shape guards refer to them by name), SHAPE_ENV next (TENSOR_MATCH
     # needs to know which dims it decides), then every other kind.
@@ -258,8 +262,9 @@ def _finish(ctx: _Context) -> None:
                 f"CLASS_ATTRS_MATCH on {source.name()}: jitguard's own guard on where the "
                 f"class lookup of {', '.join(map(repr, attrs))} finds what (torch guards none)"
             )
-    if ctx.builtins:
+    if ctx.builtins and ctx.f_globals is not None:
         # [Note: Builtins a global may shadow]
+        ctx.f_globals.setdefault(GLOBALS_SELF, ctx.f_globals)
         ctx.out.shadowable_builtins = tuple(dict.fromkeys(ctx.builtins))
         for name in ctx.out.shadowable_builtins:
             fn = functools.partial(GuardBuilder.DICT_CONTAINS, key=name, invert=True)
