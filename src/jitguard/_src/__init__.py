@@ -2,7 +2,7 @@
 
 # [Note: Layering]
 # Modules import one way, lowest first:
-#   errors, _util, stacks, weak, config, integrations, logs, structured  <-  ids
+#   errors, _util, stacks, weak, config, integrations, logs, structured, _speedups  <-  ids
 #   <-  guard_source  <-  guards, guard_exprs  <-  root_sources  <-  sources, more_sources
 #   <-  global_state  <-  checkpoints  <-  contexts  <-  compiler  <-  cache  <-  torch
 # A module may import only modules to its left or in its own group (and the standard
@@ -15,5 +15,6 @@
 # standard-library only, so every layer can log and trace; what a compile reports is
 # built in ``cache`` ([Note: Compile events]), and the torch integration plugs both into
 # torch's logging ([Note: jitguard in torch's logging]). ``torch`` is the only package
-# that imports torch. tests/test_layering.py enforces this.
+# that imports torch. ``_speedups`` is the optional C extension (imports nothing of
+# jitguard; ``cache.fast`` loads it). tests/test_layering.py enforces this.
 """

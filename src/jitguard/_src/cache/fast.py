@@ -1,0 +1,179 @@
+"""The optional C hot path of the dispatcher (``jitguard._src._speedups``): loading it, and
+compiling a key layout into the codes its ``State`` reads.
+
+May import: _util, _speedups, cache.entry, cache.signature.
+
+# [Note: The C hot path]
+# When the extension ``jitguard._src._speedups`` is built (setup.py builds it when a
+# compiler is there; it is optional) and ``JITGUARD_PURE_PYTHON`` is not ``1``, a
+# specialized function whose parameters are all positional (no ``*args``, keyword-only
+# or ``**kwargs``) is a C ``Dispatch`` object in front of the generated dispatcher (the
+# *fallback*, still the single source of truth): one C call computes the key, finds the
+# slot and, when the slot needs no residual check, counts the hit (``slot.hits``, and
+# ``slot.last`` with ``maxsize``, the very fields the Python dispatcher updates) and calls
+# the artifact. Any other call is forwarded to the fallback with its arguments untouched:
+# keywords or another number of arguments (so every parameter is given: no default is
+# read, whatever was added or changed since, [Note: Defaults are read at call time]), the
+# ``DEFAULT`` sentinel passed by hand, a failed type precondition, a miss, a slot with a
+# residual (or a dead slot: its residual is ``never``), a layout the codes cannot express
+# (a ``fact_of`` dim, a key part that would run code of the value's type). Before a
+# forward nothing observable has happened: the C side only reads types and ids, hashes
+# builtin scalars and ints and compares them (``[Note: Key layout]``'s preconditions are
+# followed exactly: a value is hashed only when its type is a builtin scalar type, ``len``
+# is taken only of builtin containers), and moves no counter.
+# Soundness is the Python dispatcher's: ``state_for`` compiles the same layout the
+# generated code was generated from (hoisted types compared by address, held by id only as
+# the Python side holds them, so a local class can die), and ``Dispatcher.install`` swaps
+# the ``State`` on every publication; the ``State`` holds the snapshot's index dict itself,
+# so an update in place ([Note: Updating a snapshot in place]) is seen by both paths at
+# once. A dying entry kills its slots (residual ``never``, artifact the redirect), which the
+# C path sees as the Python one does. Threads: the GIL; a call holds the ``State`` it
+# started with, takes every borrowed reference after its last allocation and holds the
+# slot before it runs any code (the ``tick``, the artifact).
+# ``jitguard.speedups_enabled()`` says whether new specialized functions get the C path;
+# when the extension cannot be imported jitguard says so once, on the ``jitguard.dispatch``
+# logger (a log line, not a warning: ``-W error`` must not turn it into a failure).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any, Optional
+
+from .._util import SCALAR_TYPES
+from .entry import Slot
+from .signature import DEFAULT, Signature
+
+__all__ = ["ENV_VAR", "available", "install", "set_enabled", "speedups_enabled", "state_for", "why_not", "wrap"]
+
+ENV_VAR = "JITGUARD_PURE_PYTHON"
+log = logging.getLogger("jitguard.dispatch")
+
+_speedups: Any = None
+_why_not: Optional[str] = None
+if os.environ.get(ENV_VAR, "") == "1":
+    _why_not = f"{ENV_VAR}=1"
+else:
+    try:
+        from .. import _speedups  # type: ignore[attr-defined,no-redef]
+    except ImportError as e:
+        _why_not = f"the extension jitguard._src._speedups cannot be imported ({e})"
+        log.warning("jitguard: %s; the specializing cache runs in pure Python", _why_not)
+if _speedups is not None:
+    _speedups.set_slot_type(Slot)
+
+_enabled = _speedups is not None
+
+# The codes of ``_speedups.State`` (see _speedups.c).
+MODE_FORWARD, MODE_NODIMS, MODE_EXACT, MODE_KEYED = 0, 1, 2, 3
+PRE_NONE, PRE_IS, PRE_SET = 0, 1, 2
+EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN = 0, 1, 2, 3
+
+_SCALAR_IDS = frozenset(id(t) for t in SCALAR_TYPES)
+# Builtin containers whose ``len`` runs no user code (exact types: a subclass may not be).
+_LEN_IDS = frozenset(id(t) for t in (tuple, list, dict, str, bytes, set, frozenset))
+_EXPRS = {"{v}": EXPR_VALUE, "{id}({v})": EXPR_ID, "{len}({v})": EXPR_LEN}
+
+
+def speedups_enabled() -> bool:
+    """Whether functions specialized from now on get the C hot path (the extension
+    ``jitguard._src._speedups`` is built and importable, and ``JITGUARD_PURE_PYTHON=1`` was
+    not set when jitguard was imported). See [Note: The C hot path]."""
+    return _enabled
+
+
+def available() -> bool:
+    """Whether the extension is loaded (``set_enabled(True)`` can turn the C path on)."""
+    return _speedups is not None
+
+
+def why_not() -> Optional[str]:
+    """Why the C hot path is off (None when it is on)."""
+    if _enabled:
+        return None
+    return _why_not or "turned off by set_enabled(False)"
+
+
+def set_enabled(on: bool) -> bool:
+    """Turn the C hot path on or off for functions specialized from now on (tests and
+    benches run both modes in one process); returns the previous setting. Turning it on
+    without the extension raises ``RuntimeError``."""
+    global _enabled
+    if on and _speedups is None:
+        raise RuntimeError(f"the C hot path is not available: {_why_not}")
+    old, _enabled = _enabled, bool(on)
+    return old
+
+
+def wrap(function: Callable[..., Any], sig: Signature) -> Optional[Any]:
+    """The C ``Dispatch`` object in front of the generated dispatcher ``function``, or None
+    (the C path is off, or ``fn`` has parameters that are not positional)."""
+    if not _enabled or sig.var_positional or sig.var_keyword or sig.keyword_only:
+        return None
+    if len(sig.positional) != len(sig.params):
+        return None
+    return _speedups.Dispatch(function, len(sig.params), DEFAULT)
+
+
+def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
+    """One dim's codes ``(pos, pre, typed_part, expr, type id, gate ids)``, or None when
+    the C path cannot compute its key part without running code of the value's type."""
+    dim = layout.dims[k]
+    spec = dim.spec
+    if dim.kind is not None or spec is None:
+        return None  # a fact_of dim: the kind's own code computes it
+    hoisted = layout.hoisted[k]
+    pre, typed_part, tid = PRE_NONE, 0, None
+    gate: frozenset[int] = frozenset()
+    reach: Optional[frozenset[int]] = None  # the type ids that reach the key part
+    if hoisted is not None:
+        pre = PRE_IS
+        tid = id(hoisted[1]) if hoisted[0] == "is" else hoisted[1]
+        reach = frozenset((tid,))
+    elif spec.typed:
+        typed_part = 1
+        if spec.gate == "scalar":
+            gate = _SCALAR_IDS
+        elif spec.gate == "types" and layout.types is not None:
+            gate = layout.types[k]
+        elif spec.gate is not None:
+            return None
+        if gate:
+            pre, reach = PRE_SET, gate
+    if spec.expr is None:
+        expr = EXPR_NONE
+    else:
+        code = _EXPRS.get(spec.expr)
+        if code is None:
+            return None
+        expr = code
+        if expr == EXPR_VALUE and (reach is None or not reach <= _SCALAR_IDS):
+            return None  # hashed only for builtin scalars
+        if expr == EXPR_LEN and (reach is None or not reach <= _LEN_IDS):
+            return None  # len only of builtin containers
+    return (dim.position, pre, typed_part, expr, tid, tuple(sorted(gate)))
+
+
+def state_for(layout: Any, nested: bool, index: dict[Any, Any], linear: Any,
+              tick: Optional[Callable[[], int]]) -> Optional[Any]:
+    """The ``State`` of a key layout (``keys.Layout``) and its index; a State that forwards
+    every call when the layout has a dim the C path does not compute."""
+    if _speedups is None:
+        return None
+    if not layout.dims:
+        return _speedups.State(MODE_NODIMS, False, index, linear, tick, ())
+    codes = []
+    for k in range(len(layout.dims)):
+        code = _dim_code(layout, k)
+        if code is None:
+            return _speedups.State(MODE_FORWARD, False, index, linear, tick, ())
+        codes.append(code)
+    mode = MODE_EXACT if layout.exact else MODE_KEYED
+    return _speedups.State(mode, nested, index, linear, tick, tuple(codes))
+
+
+def install(dispatch: Any, state: Any) -> None:
+    """Publish ``state`` to the C ``Dispatch`` object."""
+    dispatch._install(state)
