@@ -23,6 +23,8 @@
 #endif
 
 #define MAX_PARTS 64
+/* What cache/fast.py expects (ABI there): a stale build of another version is not used. */
+#define SPEEDUPS_ABI 1
 
 /* ---- the state: one key layout and its index ---------------------------------------- */
 
@@ -742,7 +744,8 @@ PyInit__speedups(void)
     }
     if (PyModule_AddObjectRef(m, "State", (PyObject *)&StateType) < 0 ||
         PyModule_AddObjectRef(m, "Dispatch", (PyObject *)&DispatchType) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_PARTS", MAX_PARTS) < 0) {
+        PyModule_AddIntConstant(m, "MAX_PARTS", MAX_PARTS) < 0 ||
+        PyModule_AddIntConstant(m, "ABI", SPEEDUPS_ABI) < 0) {
         Py_DECREF(m);
         return NULL;
     }

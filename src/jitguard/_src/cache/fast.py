@@ -49,6 +49,7 @@ from .signature import DEFAULT, Signature
 __all__ = ["ENV_VAR", "available", "install", "set_enabled", "speedups_enabled", "state_for", "why_not", "wrap"]
 
 ENV_VAR = "JITGUARD_PURE_PYTHON"
+ABI = 1  # the extension's ABI constant this module reads (a stale build is not used)
 log = logging.getLogger("jitguard.dispatch")
 
 _speedups: Any = None
@@ -59,7 +60,14 @@ else:
     try:
         from .. import _speedups  # type: ignore[attr-defined,no-redef]
     except ImportError as e:
-        _why_not = f"the extension jitguard._src._speedups cannot be imported ({e})"
+        _why_not = f"the extension jitguard._src._speedups is not built or not importable ({e})"
+    else:
+        if getattr(_speedups, "ABI", None) != ABI:
+            _why_not = (f"the extension jitguard._src._speedups is a stale build (ABI "
+                        f"{getattr(_speedups, 'ABI', None)}, expected {ABI}): rebuild it with "
+                        f"`python setup.py build_ext --inplace`")
+            _speedups = None
+    if _why_not is not None:
         log.warning("jitguard: %s; the specializing cache runs in pure Python", _why_not)
 if _speedups is not None:
     _speedups.set_slot_type(Slot)
