@@ -280,6 +280,10 @@ static PyObject *
 forward(Dispatch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     self->forwards++;
+    if (self->fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "jitguard: a cleared specialized function was called");
+        return NULL;
+    }
     return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
 }
 

@@ -1,7 +1,7 @@
 """The optional C hot path of the dispatcher (``jitguard._src._speedups``): loading it, and
 compiling a key layout into the codes its ``State`` reads.
 
-May import: _util, _speedups, cache.entry, cache.signature.
+May import: _util, _speedups, compiler.kinds, cache.entry, cache.signature.
 
 # [Note: The C hot path]
 # When the extension ``jitguard._src._speedups`` is built (setup.py builds it when a
@@ -43,7 +43,8 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from .._util import SCALAR_TYPES
-from .entry import Slot
+from ..compiler.kinds import FACT_ID, FACT_TYPE, FACT_TYPE_LEN, FACT_VALUE, DispatchFact
+from .entry import Dim, Slot
 from .signature import DEFAULT, Signature
 
 __all__ = ["ENV_VAR", "available", "install", "set_enabled", "speedups_enabled", "state_for", "why_not", "wrap"]
@@ -82,7 +83,16 @@ EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN = 0, 1, 2, 3
 _SCALAR_IDS = frozenset(id(t) for t in SCALAR_TYPES)
 # Builtin containers whose ``len`` runs no user code (exact types: a subclass may not be).
 _LEN_IDS = frozenset(id(t) for t in (tuple, list, dict, str, bytes, set, frozenset))
-_EXPRS = {"{v}": EXPR_VALUE, "{id}({v})": EXPR_ID, "{len}({v})": EXPR_LEN}
+# The built-in facts the C path computes, each exactly as its DispatchFact says; any other
+# fact (a kind's own, one added later) makes the State forward every call.
+_FACTS: dict[str, tuple[DispatchFact, int]] = {
+    "value": (FACT_VALUE, EXPR_VALUE), "type": (FACT_TYPE, EXPR_NONE),
+    "id": (FACT_ID, EXPR_ID), "type_len": (FACT_TYPE_LEN, EXPR_LEN),
+}
+# The shapes of ``Dim`` and ``keys.Layout`` these codes were written for: a dim on something
+# other than the parameter itself, or a layout with more to it, is not computed here.
+_DIM_FIELDS = ("position", "param", "fact", "kind")
+_LAYOUT_FIELDS = ("dims", "hoisted", "exact", "types")
 
 
 def speedups_enabled() -> bool:
@@ -129,14 +139,19 @@ def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
     """One dim's codes ``(pos, pre, typed_part, expr, type id, gate ids)``, or None when
     the C path cannot compute its key part without running code of the value's type."""
     dim = layout.dims[k]
-    spec = dim.spec
-    if dim.kind is not None or spec is None:
+    if type(dim) is not Dim or dim._fields != _DIM_FIELDS or dim.kind is not None:
         return None  # a fact_of dim: the kind's own code computes it
+    spec = dim.spec
+    known = _FACTS.get(dim.fact)
+    if spec is None or known is None or spec != known[0]:
+        return None
     hoisted = layout.hoisted[k]
     pre, typed_part, tid = PRE_NONE, 0, None
     gate: frozenset[int] = frozenset()
     reach: Optional[frozenset[int]] = None  # the type ids that reach the key part
     if hoisted is not None:
+        if hoisted[0] not in ("is", "id"):
+            return None
         pre = PRE_IS
         tid = id(hoisted[1]) if hoisted[0] == "is" else hoisted[1]
         reach = frozenset((tid,))
@@ -150,13 +165,8 @@ def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
             return None
         if gate:
             pre, reach = PRE_SET, gate
-    if spec.expr is None:
-        expr = EXPR_NONE
-    else:
-        code = _EXPRS.get(spec.expr)
-        if code is None:
-            return None
-        expr = code
+    expr = known[1]
+    if expr != EXPR_NONE:
         if expr == EXPR_VALUE and (reach is None or not reach <= _SCALAR_IDS):
             return None  # hashed only for builtin scalars
         if expr == EXPR_LEN and (reach is None or not reach <= _LEN_IDS):
@@ -170,6 +180,8 @@ def state_for(layout: Any, nested: bool, index: dict[Any, Any], linear: Any,
     every call when the layout has a dim the C path does not compute."""
     if _speedups is None:
         return None
+    if getattr(layout, "_fields", None) != _LAYOUT_FIELDS:
+        return _speedups.State(MODE_FORWARD, False, index, linear, tick, ())
     if not layout.dims:
         return _speedups.State(MODE_NODIMS, False, index, linear, tick, ())
     codes = []
