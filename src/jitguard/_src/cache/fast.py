@@ -91,8 +91,8 @@ _FACTS: dict[str, tuple[DispatchFact, int]] = {
 }
 # The shapes of ``Dim`` and ``keys.Layout`` these codes were written for: a dim on something
 # other than the parameter itself, or a layout with more to it, is not computed here.
-_DIM_FIELDS = ("position", "param", "fact", "kind")
-_LAYOUT_FIELDS = ("dims", "hoisted", "exact", "types")
+_DIM_FIELDS = ("position", "param", "fact", "kind", "source")
+_LAYOUT_FIELDS = ("dims", "hoisted", "exact", "types", "bases")
 
 
 def speedups_enabled() -> bool:
@@ -141,6 +141,8 @@ def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
     dim = layout.dims[k]
     if type(dim) is not Dim or dim._fields != _DIM_FIELDS or dim.kind is not None:
         return None  # a fact_of dim: the kind's own code computes it
+    if dim.source is not None:
+        return None  # a fact of a derived source (``x.dtype``): read by the Python code
     spec = dim.spec
     known = _FACTS.get(dim.fact)
     if spec is None or known is None or spec != known[0]:
