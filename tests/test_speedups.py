@@ -484,3 +484,166 @@ def test_guard_kinds_unchanged_for_c_layouts(dispatch_mode: str) -> None:
     assert s(1, 2) == ("ok", 1, 2) and s(1, 3) == ("ok", 1, 3)
     assert s(1, "a") == ("ok", 1, "a")
     assert cache_of(s).stats().compiles == 2
+
+
+# ---- array facts and int classes in C (differential: C == the Python definitions) -----------
+
+def _numpy() -> Any:
+    return pytest.importorskip("numpy")
+
+
+def _c() -> Any:
+    from jitguard._src import _speedups
+
+    fast._array_support()
+    return _speedups
+
+
+DTYPES = ["f8", "<f4", ">f4", "i8", ">i2", "u1", "b1", "c16", "f2", "M8[ns]", "m8[s]", "S5", "U3",
+          "V4", [("a", "<i4"), ("b", ">f8")], {"names": ["x"], "formats": ["i2"], "offsets": [4],
+                                                "itemsize": 8}, ("f4", (2, 3)), "O"]
+
+
+@st.composite
+def arrays(draw: Any) -> Any:
+    """numpy arrays of many dtypes, shapes, orders and strides, some read-only or offset."""
+    np = _numpy()
+    spec = draw(st.sampled_from(DTYPES))
+    dtype = np.dtype(spec)
+    if draw(st.booleans()) and dtype.names is None:
+        dtype = np.dtype(dtype, metadata={"tag": draw(st.sampled_from(["a", "b"]))})
+    shape = tuple(draw(st.lists(st.integers(0, 4), max_size=3)))
+    a = np.zeros(shape, dtype=dtype, order=draw(st.sampled_from(["C", "F"])))
+    how = draw(st.sampled_from(["plain", "step", "T", "offset", "bytes"]))
+    if how == "step" and a.ndim:
+        a = a[::2]
+    elif how == "T":
+        a = a.T
+    elif how == "offset" and dtype.kind in "biufc" and dtype.subdtype is None:
+        raw = np.zeros(dtype.itemsize * 4 + 1, dtype=np.uint8)[1:]  # misaligned data
+        a = raw.view(dtype)
+    elif how == "bytes":
+        a = np.frombuffer(bytes(16), dtype=np.uint8)  # read-only
+    if draw(st.booleans()) and a.flags.writeable:
+        a.flags.writeable = False
+    return a
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(a=arrays(), layout=st.booleans(), aligned=st.booleans())
+def test_array_fact_in_c_equals_python(a: Any, layout: bool, aligned: bool) -> None:
+    """array_fact computed from the struct equals the Python definition (or is not computed
+    in C: a dtype not in the key cache, i.e. with metadata)."""
+    from jitguard._src.compiler.array_facts import array_fact
+
+    want = array_fact(a, layout, aligned)  # fills the dtype-key cache as the Python path does
+    try:
+        got = _c().array_fact(a, layout, aligned)
+    except LookupError:
+        assert a.dtype.metadata or any(
+            a.dtype.fields[n][0].metadata for n in (a.dtype.names or ())), a.dtype
+        return
+    assert got == want and type(got) is tuple and [type(p) for p in got] == [type(p) for p in want]
+
+
+@needs_c
+def test_array_fact_in_c_reads_subclasses_like_python_and_never_other_objects() -> None:
+    """An ndarray subclass (even with hostile properties) is read from the struct, as the
+    Python definition does; a non-array (with __array_interface__) is left to Python."""
+    from jitguard._src.compiler.array_facts import array_fact
+
+    np = _numpy()
+
+    class Sub(np.ndarray):
+        @property
+        def dtype(self) -> Any:  # type: ignore[override]
+            raise AssertionError("a subclass property ran")
+
+    s = np.zeros(3).view(Sub)
+    assert _c().array_fact(s) == array_fact(s)
+
+    class Iface:
+        @property
+        def __array_interface__(self) -> Any:
+            raise AssertionError("C ran user code")
+
+    with pytest.raises(LookupError):
+        _c().array_fact(Iface())
+    with pytest.raises(LookupError):
+        _c().array_fact([1.0, 2.0])
+
+
+INTS = st.one_of(
+    st.integers(-2**70, 2**70), st.integers(-40, 40), st.sampled_from(
+        [1, 0, -1, 16, 32, 48, 2**31 - 1, 2**31, -2**31, -2**31 - 1, 2**63 - 1, 2**63, -2**63,
+         -2**63 - 1, 2**64 - 1, 2**64]),
+)
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(x=st.one_of(INTS, st.booleans(), st.floats(allow_nan=False), st.none(), st.text(max_size=2)),
+       divisors=st.one_of(st.just((16,)), st.lists(st.integers(2, 2**40), max_size=4).map(tuple)))
+def test_int_class_in_c_equals_python(x: Any, divisors: tuple[int, ...]) -> None:
+    """int_class in C equals the Python definition (values past 64 bits are left to Python)."""
+    from jitguard._src.compiler.array_facts import int_class
+
+    want = int_class(x, divisors)
+    try:
+        got = _c().int_class(x, divisors)
+    except LookupError:
+        assert type(x) is int and not -2**63 <= x < 2**63
+        return
+    assert got == want and type(got) is type(want)
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(offset=st.integers(0, 31), align=st.sampled_from([2, 4, 8, 16, 32, 64]))
+def test_data_ptr_aligned_in_c_equals_python(offset: int, align: int) -> None:
+    """data_ptr_aligned of an exact ndarray in C equals the Python definition; anything
+    else (a subclass, which may define data_ptr) is left to Python."""
+    from jitguard._src.compiler.array_facts import data_ptr_aligned
+
+    np = _numpy()
+    a = np.zeros(64, dtype=np.uint8)[offset:]
+    assert _c().data_ptr_aligned(a, align) == data_ptr_aligned(a, align)
+
+    class Sub(np.ndarray):
+        def data_ptr(self) -> int:
+            return 3
+
+    with pytest.raises(LookupError):
+        _c().data_ptr_aligned(a.view(Sub), align)
+
+
+def _array_policy() -> Any:
+    np = _numpy()
+    policy = jitguard.ArgPolicy()
+    policy.register(np.ndarray, lambda ctx, s, v: ctx.guard(s, GuardBuilder.ARRAY_MATCH),
+                    subclasses=False)
+    policy.register(int, lambda ctx, s, v: ctx.guard(s, GuardBuilder.INT_CLASS))
+    return policy
+
+
+def test_array_and_int_class_hits(dispatch_mode: str) -> None:
+    """ARRAY_MATCH and INT_CLASS entries: hits on any of 8 dtypes are served (in C with the C
+    path), a new dtype or class compiles once, and a read-only array is its own entry."""
+    np = _numpy()
+    f = specialize(lambda x, n: (x.dtype.str, n), policy=_array_policy(), recompile_limit=64,
+                   compiler=lambda r: (lambda x, n, _d=r.arguments["x"].dtype.str,
+                                       _c=r.arguments["n"] % 16: (_d, _c)))
+    arrays = [np.zeros(4, dt) for dt in ("f8", "f4", "i8", "i4", "u1", "c16", "f2", "i2")]
+    for a in arrays:
+        assert f(a, 16) == (a.dtype.str, 0) and f(a, 3) == (a.dtype.str, 3)
+    compiles = cache_of(f).stats().compiles
+    before = served_in_c(f)
+    for a in arrays:
+        assert f(a, 32) == (a.dtype.str, 0) and f(a, 5) == (a.dtype.str, 3)
+    assert cache_of(f).stats().compiles == compiles
+    assert served_in_c(f) - before == (16 if dispatch_mode == "c" else 0)
+    ro = np.zeros(4)
+    ro.flags.writeable = False
+    f(ro, 16)
+    assert cache_of(f).stats().compiles == compiles + 1

@@ -24,13 +24,20 @@
 
 #define MAX_PARTS 64
 /* What cache/fast.py expects (ABI there): a stale build of another version is not used. */
-#define SPEEDUPS_ABI 1
+#define SPEEDUPS_ABI 2
 
 /* ---- the state: one key layout and its index ---------------------------------------- */
 
 enum { MODE_FORWARD = 0, MODE_NODIMS = 1, MODE_EXACT = 2, MODE_KEYED = 3 };
 enum { PRE_NONE = 0, PRE_IS = 1, PRE_SET = 2 };
-enum { EXPR_NONE = 0, EXPR_VALUE = 1, EXPR_ID = 2, EXPR_LEN = 3 };
+enum {
+    EXPR_NONE = 0, EXPR_VALUE = 1, EXPR_ID = 2, EXPR_LEN = 3,
+    EXPR_ARRAY = 4,      /* array_fact(v, layout, aligned), natively for numpy arrays */
+    EXPR_INT_CLASS = 5,  /* int_class(v, divisors) */
+    EXPR_PTR = 6,        /* data_ptr_aligned(v, align), natively for exact numpy arrays */
+};
+#define EXPR_LAST EXPR_PTR
+#define MAX_DIVISORS 16
 
 typedef struct {
     Py_ssize_t pos;        /* the parameter's position */
@@ -40,6 +47,11 @@ typedef struct {
     uintptr_t type;        /* PRE_IS: the type, compared by address only */
     Py_ssize_t ngate;      /* PRE_SET: the types let through, by address */
     uintptr_t *gate;
+    int layout, aligned;   /* EXPR_ARRAY's options */
+    Py_ssize_t ndiv;       /* EXPR_INT_CLASS: the divisors, each >= 2 */
+    long long div[MAX_DIVISORS];
+    PyObject *divobj[MAX_DIVISORS];  /* the divisors as given (a class's k is one of them) */
+    unsigned long long align;        /* EXPR_PTR */
 } DimSpec;
 
 typedef struct {
@@ -64,6 +76,9 @@ State_dealloc(State *self)
     if (self->dims != NULL) {
         for (Py_ssize_t i = 0; i < self->ndims; i++) {
             PyMem_Free(self->dims[i].gate);
+            for (Py_ssize_t j = 0; j < self->dims[i].ndiv; j++) {
+                Py_CLEAR(self->dims[i].divobj[j]);
+            }
         }
         PyMem_Free(self->dims);
     }
@@ -98,8 +113,12 @@ as_address(PyObject *o)
     return (uintptr_t)p;
 }
 
+static int parse_extra(DimSpec *d, PyObject *extra);
+
 /* State(mode, nested, index, linear, tick, dims): dims is a tuple of
- * (pos, pre, typed_part, expr, type id or None, tuple of type ids) tuples. */
+ * (pos, pre, typed_part, expr, type id or None, tuple of type ids, extra) tuples; extra is
+ * (layout, aligned) for EXPR_ARRAY, the divisors for EXPR_INT_CLASS, (align,) for EXPR_PTR,
+ * else (). */
 static PyObject *
 State_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -136,11 +155,11 @@ State_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     Py_ssize_t parts = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         DimSpec *d = &self->dims[i];
-        PyObject *t, *gate;
+        PyObject *t, *gate, *extra;
         PyObject *spec = PyTuple_GET_ITEM(dims, i);
         if (!PyTuple_Check(spec) ||
-            !PyArg_ParseTuple(spec, "niiiOO!:dim", &d->pos, &d->pre, &d->typed_part,
-                              &d->expr, &t, &PyTuple_Type, &gate)) {
+            !PyArg_ParseTuple(spec, "niiiOO!O!:dim", &d->pos, &d->pre, &d->typed_part,
+                              &d->expr, &t, &PyTuple_Type, &gate, &PyTuple_Type, &extra)) {
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_TypeError, "State: a dim is a tuple");
             }
@@ -148,8 +167,12 @@ State_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             return NULL;
         }
         if (d->pos < 0 || d->pre < PRE_NONE || d->pre > PRE_SET || d->expr < EXPR_NONE ||
-            d->expr > EXPR_LEN) {
+            d->expr > EXPR_LAST) {
             PyErr_SetString(PyExc_ValueError, "State: bad dim");
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (parse_extra(d, extra) < 0) {
             Py_DECREF(self);
             return NULL;
         }
@@ -181,6 +204,289 @@ State_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     self->nparts = parts;
     return (PyObject *)self;
+}
+
+/* ---- array facts and int classes ([Note: Array facts] in compiler/array_facts.py) -------
+ *
+ * The same values as the Python functions, computed here only where that reads nothing but
+ * C struct fields: a numpy array's fields (PyArrayObject_fields: data, nd, descr, flags, a
+ * stable public layout, checked once against numpy's own answers by set_array_support), an
+ * exact int's value. A dtype's key comes from array_facts' own cache (id -> (dtype, key));
+ * any other case is NOT_NATIVE: the call is forwarded and Python computes the fact. */
+
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} ArrayFields;
+
+#define ARR_C_CONTIGUOUS 0x1
+#define ARR_F_CONTIGUOUS 0x2
+#define ARR_ALIGNED 0x100
+#define ARR_WRITEABLE 0x400
+
+static PyTypeObject *ndarray_type = NULL;  /* set by set_array_support */
+static PyObject *dtype_cache = NULL;       /* array_facts._dtype_keys */
+static PyObject *str_C, *str_F, *str_A, *str_i32, *str_i64, *str_u64;
+
+/* What a fact function returns when it must not compute the fact here. */
+static PyObject NOT_NATIVE_OBJ;
+#define NOT_NATIVE (&NOT_NATIVE_OBJ)
+
+static int
+parse_extra(DimSpec *d, PyObject *extra)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(extra);
+    if (d->expr == EXPR_ARRAY) {
+        if (n != 2) {
+            goto bad;
+        }
+        d->layout = PyObject_IsTrue(PyTuple_GET_ITEM(extra, 0));
+        d->aligned = PyObject_IsTrue(PyTuple_GET_ITEM(extra, 1));
+        return (d->layout < 0 || d->aligned < 0) ? -1 : 0;
+    }
+    if (d->expr == EXPR_INT_CLASS) {
+        if (n > MAX_DIVISORS) {
+            goto bad;
+        }
+        for (Py_ssize_t j = 0; j < n; j++) {
+            PyObject *o = PyTuple_GET_ITEM(extra, j);
+            if (!PyLong_CheckExact(o)) {
+                goto bad;
+            }
+            long long v = PyLong_AsLongLong(o);
+            if (v == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+            if (v < 2) {
+                goto bad;
+            }
+            d->div[j] = v;
+            d->divobj[j] = Py_NewRef(o);
+            d->ndiv = j + 1;
+        }
+        return 0;
+    }
+    if (d->expr == EXPR_PTR) {
+        if (n != 1 || !PyLong_CheckExact(PyTuple_GET_ITEM(extra, 0))) {
+            goto bad;
+        }
+        unsigned long long a = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(extra, 0));
+        if (a == (unsigned long long)-1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (a < 2) {
+            goto bad;
+        }
+        d->align = a;
+        return 0;
+    }
+    if (n == 0) {
+        return 0;
+    }
+bad:
+    PyErr_SetString(PyExc_ValueError, "State: bad options of a dim's fact");
+    return -1;
+}
+
+/* array_fact(v, layout, aligned) of a numpy array (a subclass too: its struct, as numpy's
+ * own descriptors read it); a new reference, NULL with an error, or NOT_NATIVE. */
+static PyObject *
+array_fact_native(PyObject *v, int layout, int aligned)
+{
+    if (ndarray_type == NULL || !PyObject_TypeCheck(v, ndarray_type)) {
+        return NOT_NATIVE;
+    }
+    ArrayFields *a = (ArrayFields *)v;
+    PyObject *d = a->descr;
+    PyObject *ident = PyLong_FromVoidPtr((void *)d);
+    if (ident == NULL) {
+        return NULL;
+    }
+    PyObject *hit = PyDict_GetItemWithError(dtype_cache, ident);  /* an int key: no code runs */
+    Py_DECREF(ident);
+    if (hit == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        return NOT_NATIVE;  /* not cached (first sight, or metadata): Python computes it */
+    }
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2 || PyTuple_GET_ITEM(hit, 0) != d) {
+        return NOT_NATIVE;
+    }
+    PyObject *key = Py_NewRef(PyTuple_GET_ITEM(hit, 1));  /* held before any allocation */
+    int flags = a->flags;
+    PyObject *code = Py_None;
+    if (layout) {
+        code = (flags & ARR_C_CONTIGUOUS) ? str_C : (flags & ARR_F_CONTIGUOUS) ? str_F : str_A;
+    }
+    PyObject *nd = PyLong_FromLong(a->nd);
+    if (nd == NULL) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    PyObject *fact = PyTuple_Pack(5, key, nd, code, (flags & ARR_WRITEABLE) ? Py_True : Py_False,
+                                  aligned ? ((flags & ARR_ALIGNED) ? Py_True : Py_False) : Py_None);
+    Py_DECREF(key);
+    Py_DECREF(nd);
+    return fact;
+}
+
+/* int_class(v, divisors); NOT_NATIVE past 64 bits. */
+static PyObject *
+int_class_native(PyObject *v, const DimSpec *d)
+{
+    if (!PyLong_CheckExact(v)) {
+        return Py_NewRef(Py_None);
+    }
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (overflow) {
+        return NOT_NATIVE;
+    }
+    PyObject *width = (x >= -0x80000000LL && x <= 0x7FFFFFFFLL) ? str_i32 : str_i64;
+    PyObject *k;
+    if (x == 1) {
+        k = PyLong_FromLong(1);
+    }
+    else {
+        k = NULL;
+        for (Py_ssize_t j = 0; j < d->ndiv; j++) {
+            if (x % d->div[j] == 0) {
+                k = Py_NewRef(d->divobj[j]);
+                break;
+            }
+        }
+        if (k == NULL) {
+            k = PyLong_FromLong(0);
+        }
+    }
+    if (k == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyTuple_Pack(2, width, k);
+    Py_DECREF(k);
+    return out;
+}
+
+/* data_ptr_aligned(v, align) of an exact numpy array (a subclass may define data_ptr). */
+static PyObject *
+ptr_aligned_native(PyObject *v, unsigned long long align)
+{
+    if (ndarray_type == NULL || Py_TYPE(v) != ndarray_type) {
+        return NOT_NATIVE;
+    }
+    uintptr_t p = (uintptr_t)((ArrayFields *)v)->data;
+    return Py_NewRef((p % align) == 0 ? Py_True : Py_False);
+}
+
+/* set_array_support(ndarray, dtype_cache, probe, data, nd, flags): use numpy arrays' struct
+ * fields once they agree with numpy's own answers on ``probe``; returns whether they do. */
+static PyObject *
+set_array_support(PyObject *module, PyObject *args)
+{
+    PyObject *cls, *cache, *probe;
+    unsigned long long data;
+    int nd, flags;
+    if (!PyArg_ParseTuple(args, "O!O!OKii:set_array_support", &PyType_Type, &cls, &PyDict_Type,
+                          &cache, &probe, &data, &nd, &flags)) {
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(probe, (PyTypeObject *)cls) ||
+        ((PyTypeObject *)cls)->tp_basicsize < (Py_ssize_t)sizeof(ArrayFields)) {
+        Py_RETURN_FALSE;
+    }
+    ArrayFields *a = (ArrayFields *)probe;
+    PyObject *dtype = PyObject_GetAttrString(probe, "dtype");
+    if (dtype == NULL) {
+        return NULL;
+    }
+    int same = (uintptr_t)a->data == (uintptr_t)data && a->nd == nd && a->flags == flags &&
+               a->descr == dtype;
+    Py_DECREF(dtype);
+    if (!same) {
+        Py_RETURN_FALSE;
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(ndarray_type, (PyTypeObject *)cls);
+    Py_INCREF(cache);
+    Py_XSETREF(dtype_cache, cache);
+    Py_RETURN_TRUE;
+}
+
+/* The fact functions themselves, for the differential tests: the fact, or LookupError when
+ * the C path would forward the call instead. */
+static PyObject *
+native_result(PyObject *r)
+{
+    if (r == NOT_NATIVE) {
+        PyErr_SetString(PyExc_LookupError, "not computed natively: the call is forwarded");
+        return NULL;
+    }
+    return r;
+}
+
+static PyObject *
+py_array_fact(PyObject *module, PyObject *args)
+{
+    PyObject *v;
+    int layout = 1, aligned = 0;
+    if (!PyArg_ParseTuple(args, "O|pp:array_fact", &v, &layout, &aligned)) {
+        return NULL;
+    }
+    return native_result(array_fact_native(v, layout, aligned));
+}
+
+static PyObject *
+py_int_class(PyObject *module, PyObject *args)
+{
+    PyObject *v, *divisors = NULL;
+    if (!PyArg_ParseTuple(args, "O|O!:int_class", &v, &PyTuple_Type, &divisors)) {
+        return NULL;
+    }
+    DimSpec d;
+    memset(&d, 0, sizeof(d));
+    d.expr = EXPR_INT_CLASS;
+    PyObject *dflt = NULL;
+    if (divisors == NULL) {
+        dflt = Py_BuildValue("(i)", 16);
+        if (dflt == NULL) {
+            return NULL;
+        }
+        divisors = dflt;
+    }
+    PyObject *r = NULL;
+    if (parse_extra(&d, divisors) == 0) {
+        r = native_result(int_class_native(v, &d));
+    }
+    for (Py_ssize_t j = 0; j < d.ndiv; j++) {
+        Py_CLEAR(d.divobj[j]);
+    }
+    Py_XDECREF(dflt);
+    return r;
+}
+
+static PyObject *
+py_data_ptr_aligned(PyObject *module, PyObject *args)
+{
+    PyObject *v;
+    unsigned long long align = 16;
+    if (!PyArg_ParseTuple(args, "O|K:data_ptr_aligned", &v, &align)) {
+        return NULL;
+    }
+    if (align < 2) {
+        PyErr_SetString(PyExc_ValueError, "align must be >= 2");
+        return NULL;
+    }
+    return native_result(ptr_aligned_native(v, align));
 }
 
 static PyObject *
@@ -364,6 +670,18 @@ Dispatch_vectorcall(Dispatch *self, PyObject *const *args, size_t nargsf, PyObje
                 part = PyLong_FromSsize_t(n);
                 break;
             }
+            case EXPR_ARRAY:
+                part = array_fact_native(v, d->layout, d->aligned);
+                break;
+            case EXPR_INT_CLASS:
+                part = int_class_native(v, d);
+                break;
+            case EXPR_PTR:
+                part = ptr_aligned_native(v, d->align);
+                break;
+            }
+            if (part == NOT_NATIVE) {
+                goto out_forward;
             }
             if (part == NULL) {
                 goto out_error;
@@ -725,6 +1043,14 @@ static PyTypeObject DispatchType = {
 static PyMethodDef module_methods[] = {
     {"set_slot_type", set_slot_type, METH_O,
      "Learn where the cache's Slot class keeps hits, last, artifact and residual."},
+    {"set_array_support", set_array_support, METH_VARARGS,
+     "Read numpy arrays' struct fields, once they agree with numpy's answers on a probe."},
+    {"array_fact", py_array_fact, METH_VARARGS,
+     "array_fact(x, layout=True, aligned=False) as the C path computes it (LookupError: forwarded)."},
+    {"int_class", py_int_class, METH_VARARGS,
+     "int_class(x, divisors=(16,)) as the C path computes it (LookupError: forwarded)."},
+    {"data_ptr_aligned", py_data_ptr_aligned, METH_VARARGS,
+     "data_ptr_aligned(x, align=16) as the C path computes it (LookupError: forwarded)."},
     {NULL},
 };
 
@@ -740,6 +1066,15 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     if (PyType_Ready(&StateType) < 0 || PyType_Ready(&DispatchType) < 0) {
+        return NULL;
+    }
+    str_C = PyUnicode_InternFromString("C");
+    str_F = PyUnicode_InternFromString("F");
+    str_A = PyUnicode_InternFromString("A");
+    str_i32 = PyUnicode_InternFromString("i32");
+    str_i64 = PyUnicode_InternFromString("i64");
+    str_u64 = PyUnicode_InternFromString("u64");
+    if (!str_C || !str_F || !str_A || !str_i32 || !str_i64 || !str_u64) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&speedups_module);

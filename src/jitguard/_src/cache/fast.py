@@ -1,7 +1,8 @@
 """The optional C hot path of the dispatcher (``jitguard._src._speedups``): loading it, and
 compiling a key layout into the codes its ``State`` reads.
 
-May import: _util, _speedups, compiler.kinds, cache.entry, cache.signature.
+May import: _util, _speedups, compiler.kinds, compiler.array_facts, compiler.array_kinds,
+cache.entry, cache.signature.
 
 # [Note: The C hot path]
 # When the extension ``jitguard._src._speedups`` is built (setup.py builds it when a
@@ -43,6 +44,8 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from .._util import SCALAR_TYPES
+from ..compiler import array_facts
+from ..compiler.array_kinds import ARRAY_FACTS
 from ..compiler.kinds import FACT_ID, FACT_TYPE, FACT_TYPE_LEN, FACT_VALUE, DispatchFact
 from .entry import Dim, Slot
 from .signature import DEFAULT, Signature
@@ -50,7 +53,7 @@ from .signature import DEFAULT, Signature
 __all__ = ["ENV_VAR", "available", "install", "set_enabled", "speedups_enabled", "state_for", "why_not", "wrap"]
 
 ENV_VAR = "JITGUARD_PURE_PYTHON"
-ABI = 1  # the extension's ABI constant this module reads (a stale build is not used)
+ABI = 2  # the extension's ABI constant this module reads (a stale build is not used)
 log = logging.getLogger("jitguard.dispatch")
 
 _speedups: Any = None
@@ -78,7 +81,8 @@ _enabled = _speedups is not None
 # The codes of ``_speedups.State`` (see _speedups.c).
 MODE_FORWARD, MODE_NODIMS, MODE_EXACT, MODE_KEYED = 0, 1, 2, 3
 PRE_NONE, PRE_IS, PRE_SET = 0, 1, 2
-EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN = 0, 1, 2, 3
+EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN, EXPR_ARRAY, EXPR_INT_CLASS, EXPR_PTR = range(7)
+MAX_DIVISORS = 16
 
 _SCALAR_IDS = frozenset(id(t) for t in SCALAR_TYPES)
 # Builtin containers whose ``len`` runs no user code (exact types: a subclass may not be).
@@ -144,9 +148,16 @@ def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
     if dim.source is not None:
         return None  # a fact of a derived source (``x.dtype``): read by the Python code
     spec = dim.spec
-    known = _FACTS.get(dim.fact)
-    if spec is None or known is None or spec != known[0]:
+    if spec is None:
         return None
+    known = _FACTS.get(dim.fact)
+    if known is not None and spec == known[0]:
+        expr, extra = known[1], ()
+    else:
+        called = _fact_call(spec)
+        if called is None:
+            return None
+        expr, extra = called
     hoisted = layout.hoisted[k]
     pre, typed_part, tid = PRE_NONE, 0, None
     gate: frozenset[int] = frozenset()
@@ -167,13 +178,60 @@ def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
             return None
         if gate:
             pre, reach = PRE_SET, gate
-    expr = known[1]
     if expr != EXPR_NONE:
         if expr == EXPR_VALUE and (reach is None or not reach <= _SCALAR_IDS):
             return None  # hashed only for builtin scalars
         if expr == EXPR_LEN and (reach is None or not reach <= _LEN_IDS):
             return None  # len only of builtin containers
-    return (dim.position, pre, typed_part, expr, tid, tuple(sorted(gate)))
+    return (dim.position, pre, typed_part, expr, tid, tuple(sorted(gate)), extra)
+
+
+def _fact_call(spec: DispatchFact) -> Optional[tuple[int, tuple[Any, ...]]]:
+    """``(expr code, options)`` of a fact computed by one of array_facts' functions, in the
+    exact forms the array and Triton kinds declare; None for anything else."""
+    consts = dict(spec.consts)
+    for (layout, aligned), fact in ARRAY_FACTS.items():
+        if spec == fact and consts.get("array_fact") is array_facts.array_fact:
+            return (EXPR_ARRAY, (layout, aligned)) if _array_support() else None
+    if spec.typed is None and spec.gate is None and consts.get("int_class") is array_facts.int_class:
+        if spec.expr == "{int_class}({v})" and len(consts) == 1:
+            divisors: Any = (16,)
+        elif spec.expr == "{int_class}({v}, {divisors})" and len(consts) == 2:
+            divisors = consts["divisors"]
+        else:
+            return None
+        ok = (type(divisors) is tuple and len(divisors) <= MAX_DIVISORS
+              and all(type(d) is int and 2 <= d < 2**62 for d in divisors))
+        return (EXPR_INT_CLASS, divisors) if ok else None
+    if consts.get("data_ptr_aligned") is array_facts.data_ptr_aligned and spec.typed == "id":
+        if spec.expr == "{data_ptr_aligned}({v})" and len(consts) == 1:
+            align: Any = 16
+        elif spec.expr == "{data_ptr_aligned}({v}, {align})" and len(consts) == 2:
+            align = consts["align"]
+        else:
+            return None
+        ok = type(align) is int and 2 <= align < 2**62
+        return (EXPR_PTR, (align,)) if ok and _array_support() else None
+    return None
+
+
+_arrays: Optional[bool] = None  # whether the C path reads numpy arrays' fields
+
+
+def _array_support() -> bool:
+    """Teach the extension numpy's array type once numpy is imported (never importing it):
+    it reads an array's fields only once they agree with numpy's answers on a probe."""
+    global _arrays
+    if _arrays is not None or _speedups is None:
+        return bool(_arrays)
+    np = array_facts.numpy_or_none()
+    if np is None:
+        return False
+    probe = np.arange(6, dtype=np.int64).reshape(2, 3)[:, 1:]
+    data = probe.__array_interface__["data"][0]
+    _arrays = bool(_speedups.set_array_support(np.ndarray, array_facts._dtype_keys, probe, data,
+                                               probe.ndim, probe.flags.num))
+    return _arrays
 
 
 def state_for(layout: Any, nested: bool, index: dict[Any, Any], linear: Any,
