@@ -76,7 +76,10 @@ def test_only_positional_signatures_get_the_c_path(dispatch_mode: str) -> None:
 def test_hits_are_served_in_c(dispatch_mode: str) -> None:
     """1-3 int arguments: every hit after the first compile is served by the C path."""
     for n in (1, 2, 3):
-        s = specialize({1: lambda a: a, 2: lambda a, b: a, 3: lambda a, b, c: a}[n])
+        # global_state=False: with torch imported every entry would also guard torch's global
+        # state, a residual check that the Python dispatcher runs.
+        s = specialize({1: lambda a: a, 2: lambda a, b: a, 3: lambda a, b, c: a}[n],
+                       global_state=False)
         args = tuple(range(1, n + 1))
         assert s(*args) == 1
         before = served_in_c(s)
@@ -123,7 +126,7 @@ def test_methods_static_and_class_methods(dispatch_mode: str) -> None:
         def __init__(self, k: int) -> None:
             self.k = k
 
-        @specialize
+        @specialize(global_state=False)
         def m(self, x: int) -> int:
             return self.k + x
 
@@ -632,6 +635,7 @@ def test_array_and_int_class_hits(dispatch_mode: str) -> None:
     path), a new dtype or class compiles once, and a read-only array is its own entry."""
     np = _numpy()
     f = specialize(lambda x, n: (x.dtype.str, n), policy=_array_policy(), recompile_limit=64,
+                   global_state=False,
                    compiler=lambda r: (lambda x, n, _d=r.arguments["x"].dtype.str,
                                        _c=r.arguments["n"] % 16: (_d, _c)))
     arrays = [np.zeros(4, dt) for dt in ("f8", "f4", "i8", "i4", "u1", "c16", "f2", "i2")]

@@ -31,6 +31,16 @@ cache.entry, cache.signature.
 # C path sees as the Python one does. Threads: the GIL; a call holds the ``State`` it
 # started with, takes every borrowed reference after its last allocation and holds the
 # slot before it runs any code (the ``tick``, the artifact).
+# The facts it computes: "value" (builtin scalars only), "type", "id", "type_len" (builtin
+# containers only), and the facts of the array and Triton kinds ([Note: Array facts]):
+# ``array_fact`` of a numpy array (a subclass too) from the array's struct fields (data, nd,
+# descr, flags: numpy's stable public layout, checked once against numpy's own answers) with
+# the dtype's key taken from ``array_facts``' own cache (a dtype not in it, e.g. one with
+# metadata, is forwarded: Python computes and caches it); ``int_class`` of an int within 64
+# bits; ``data_ptr_aligned`` of an exact ndarray. Anything else those functions accept (an
+# ``__array_interface__`` or DLPack object, a torch tensor's ``data_ptr()``, a bigger int)
+# is forwarded before any of its code runs. tests/test_speedups.py checks each C fact
+# against the Python definition on hypothesis-drawn values.
 # ``jitguard.speedups_enabled()`` says whether new specialized functions get the C path;
 # when the extension cannot be imported jitguard says so once, on the ``jitguard.dispatch``
 # logger (a log line, not a warning: ``-W error`` must not turn it into a failure).
