@@ -31,10 +31,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("checkpoints",),
     ("contexts",),
     ("compiler",),
+    ("store",),
     ("cache",),
     ("torch",),
 ]
-OPTIONAL = {"compiler", "cache", "_speedups"}  # _speedups: the C extension, optional
+OPTIONAL = {"compiler", "store", "cache", "_speedups"}  # _speedups: the C extension, optional
 TORCH_PACKAGE = "torch"  # the one entry allowed to import torch
 PUBLIC_LEVEL = len(LAYERS)  # ``jitguard`` itself, and anything outside ``_src``
 

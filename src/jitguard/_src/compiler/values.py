@@ -73,6 +73,9 @@ def show(value: Any, limit: int = 80) -> str:
         return text if len(text) <= limit else text[: limit - 3] + "..."
     if issubclass(type(value), type):
         return type_name(value)
+    np = sys.modules.get("numpy")
+    if np is not None and issubclass(type(value), np.dtype):  # a constant (numpy's repr)
+        return repr(value)
     return f"<{type_name(type(value))} object>"
 
 
