@@ -387,20 +387,22 @@ def test_same_answers_stats_and_hits_in_both_modes(
 def test_layouts_the_c_path_cannot_compute_forward_everything() -> None:
     """A dim computed by a kind's fact_of (or any unknown part) makes the State forward."""
     from jitguard._src.cache.entry import Dim
-    from jitguard._src.cache.keys import LINEAR, Layout
+    from jitguard._src.cache.keys import FOLLOWERS, LINEAR, Layout
 
     class K:
         name = "K"
 
     kind_dim = Dim(0, "a", "custom", K())  # type: ignore[arg-type]
-    state = fast.state_for(Layout((kind_dim,), (None,), False), False, {}, LINEAR, None)
+    state = fast.state_for(Layout((kind_dim,), (None,), False), False, {}, LINEAR, FOLLOWERS,
+                           None)
     assert state.mode == fast.MODE_FORWARD
     value_dim = Dim(0, "a", "value")
-    state = fast.state_for(Layout((value_dim,), (("is", int),), True), False, {}, LINEAR, None)
+    state = fast.state_for(Layout((value_dim,), (("is", int),), True), False, {}, LINEAR,
+                           FOLLOWERS, None)
     assert state.mode == fast.MODE_EXACT
     # A "value" part hoisted under a type that is not a builtin scalar would be hashed: no.
     state = fast.state_for(Layout((value_dim,), (("id", id(Sized)),), True), False, {}, LINEAR,
-                           None)
+                           FOLLOWERS, None)
     assert state.mode == fast.MODE_FORWARD
 
 
@@ -408,13 +410,13 @@ def test_layouts_the_c_path_cannot_compute_forward_everything() -> None:
 def test_len_parts_only_for_builtin_containers() -> None:
     """A "type_len" part is computed in C only when every type reaching it is a builtin one."""
     from jitguard._src.cache.entry import Dim
-    from jitguard._src.cache.keys import LINEAR, Layout
+    from jitguard._src.cache.keys import FOLLOWERS, LINEAR, Layout
 
     dim = Dim(0, "a", "type_len")
     ok = Layout((dim,), (("id", id(tuple)),), True, (frozenset({id(tuple)}),))
-    assert fast.state_for(ok, False, {}, LINEAR, None).mode == fast.MODE_EXACT
+    assert fast.state_for(ok, False, {}, LINEAR, FOLLOWERS, None).mode == fast.MODE_EXACT
     mixed = Layout((dim,), (None,), False, (frozenset({id(tuple), id(Sized)}),))
-    assert fast.state_for(mixed, False, {}, LINEAR, None).mode == fast.MODE_FORWARD
+    assert fast.state_for(mixed, False, {}, LINEAR, FOLLOWERS, None).mode == fast.MODE_FORWARD
 
 
 # ---- switching off, and failing to load ------------------------------------------------------
@@ -651,3 +653,59 @@ def test_array_and_int_class_hits(dispatch_mode: str) -> None:
     ro.flags.writeable = False
     f(ro, 16)
     assert cache_of(f).stats().compiles == compiles + 1
+
+
+# ---- residual checks run in C (a layout that is not exact) ------------------------------------
+
+
+def _knob_reads(mode: str) -> tuple[list[Any], list[int], Any, int]:
+    """Calls of a function whose entries all guard a registered global state (a residual no
+    key proves): results, how often the state was read per call, the stats, C-served calls."""
+    from jitguard import register_global_state
+    from jitguard._src.global_state import global_states
+
+    knob = {"v": 1, "reads": 0}
+
+    def read() -> int:
+        knob["reads"] += 1
+        return knob["v"]
+
+    old = fast.set_enabled(mode == "c")
+    register_global_state("test_speedups_knob", read)
+    try:
+        s = specialize(lambda a, b: None, compiler=tagged, automatic_dynamic=True)
+        out, reads = [], []
+        for a, b, v in [(1, 2, 1), (1, 2, 1), (1, 3, 1), (1, 4, 1), (1, 4, 1), (1, 4, 2),
+                        (1, 4, 2), (2, 4, 2), ("x", 4, 2), ("x", 4, 2), (1, 2, 1)]:
+            knob["v"] = v
+            before = knob["reads"]
+            out.append(s(a, b))
+            reads.append(knob["reads"] - before)
+        return out, reads, cache_of(s).stats(), served_in_c(s)
+    finally:
+        global_states.unregister("test_speedups_knob")
+        fast.set_enabled(old)
+
+
+@needs_c
+def test_residuals_run_once_and_in_c() -> None:
+    """With a residual on every entry, the C path runs the generated code's loop itself:
+    same results, stats and number of guard evaluations per call as pure Python, and the
+    hits are served in C."""
+    in_c = _knob_reads("c")
+    in_py = _knob_reads("py")
+    assert in_c[:3] == in_py[:3]
+    assert in_py[3] == 0 and in_c[3] == in_c[2].hits > 0
+
+
+def test_follower_and_linear_hits(dispatch_mode: str) -> None:
+    """A dynamic entry behind static ones (a follower) and a call whose type fails the
+    hoisted type (the linear entries) are hits, with the same counts in both modes."""
+    s = specialize(lambda n: None, compiler=tagged, recompile_limit=None)
+    s(1), s(2)  # the second call makes n dynamic: entry 2 guards type(n) is int
+    for _ in range(3):
+        assert s(1) == ((1,), (1,))
+        assert s(100)[1] == (100,)
+        assert s("a")[1] == ("a",)
+    stats = cache_of(s).stats()
+    assert stats.hits + stats.misses == 11 and stats.failures == 0

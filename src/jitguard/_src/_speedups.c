@@ -24,7 +24,7 @@
 
 #define MAX_PARTS 64
 /* What cache/fast.py expects (ABI there): a stale build of another version is not used. */
-#define SPEEDUPS_ABI 2
+#define SPEEDUPS_ABI 3
 
 /* ---- the state: one key layout and its index ---------------------------------------- */
 
@@ -60,6 +60,7 @@ typedef struct {
     int nested;
     PyObject *index;       /* the snapshot's index dict (shared with the Python side) */
     PyObject *linear;      /* the LINEAR sentinel */
+    PyObject *followers;   /* the FOLLOWERS sentinel */
     PyObject *tick;        /* maxsize: stamp each hit with tick(); else NULL */
     Py_ssize_t ndims;
     Py_ssize_t nparts;
@@ -72,6 +73,7 @@ State_dealloc(State *self)
     PyObject_GC_UnTrack(self);
     Py_CLEAR(self->index);
     Py_CLEAR(self->linear);
+    Py_CLEAR(self->followers);
     Py_CLEAR(self->tick);
     if (self->dims != NULL) {
         for (Py_ssize_t i = 0; i < self->ndims; i++) {
@@ -90,6 +92,7 @@ State_traverse(State *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->index);
     Py_VISIT(self->linear);
+    Py_VISIT(self->followers);
     Py_VISIT(self->tick);
     return 0;
 }
@@ -99,6 +102,7 @@ State_clear(State *self)
 {
     Py_CLEAR(self->index);
     Py_CLEAR(self->linear);
+    Py_CLEAR(self->followers);
     Py_CLEAR(self->tick);
     self->mode = MODE_FORWARD;
     return 0;
@@ -115,7 +119,7 @@ as_address(PyObject *o)
 
 static int parse_extra(DimSpec *d, PyObject *extra);
 
-/* State(mode, nested, index, linear, tick, dims): dims is a tuple of
+/* State(mode, nested, index, linear, followers, tick, dims): dims is a tuple of
  * (pos, pre, typed_part, expr, type id or None, tuple of type ids, extra) tuples; extra is
  * (layout, aligned) for EXPR_ARRAY, the divisors for EXPR_INT_CLASS, (align,) for EXPR_PTR,
  * else (). */
@@ -123,13 +127,13 @@ static PyObject *
 State_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     int mode, nested;
-    PyObject *index, *linear, *tick, *dims;
+    PyObject *index, *linear, *followers, *tick, *dims;
     if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
         PyErr_SetString(PyExc_TypeError, "State takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "ipO!OOO!:State", &mode, &nested, &PyDict_Type, &index,
-                          &linear, &tick, &PyTuple_Type, &dims)) {
+    if (!PyArg_ParseTuple(args, "ipO!OOOO!:State", &mode, &nested, &PyDict_Type, &index,
+                          &linear, &followers, &tick, &PyTuple_Type, &dims)) {
         return NULL;
     }
     if (mode < MODE_FORWARD || mode > MODE_KEYED) {
@@ -144,6 +148,7 @@ State_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->nested = nested;
     self->index = Py_NewRef(index);
     self->linear = Py_NewRef(linear);
+    self->followers = Py_NewRef(followers);
     self->tick = tick == Py_None ? NULL : Py_NewRef(tick);
     Py_ssize_t n = PyTuple_GET_SIZE(dims);
     self->dims = PyMem_Calloc(n ? n : 1, sizeof(DimSpec));
@@ -574,6 +579,7 @@ typedef struct {
     PyObject *dict;        /* the fallback's own __dict__, shared */
     PyObject *weakreflist;
     PyObject *default_;    /* the DEFAULT sentinel of the signature */
+    PyObject *miss;        /* the miss path (FunctionCache._miss), called with the values */
     Py_ssize_t nargs;      /* the number of (positional) parameters */
     State *state;
     unsigned long long fast_hits;  /* calls served here */
@@ -600,175 +606,26 @@ type_id(PyObject *v)
     return PyLong_FromVoidPtr((void *)Py_TYPE(v));
 }
 
+/* Count a hit on ``slot`` (``s.hits += 1``; ``s.last = tick()`` with maxsize) and call its
+ * artifact, as the generated dispatcher does. Steals the references to ``slot`` and ``st``. */
 static PyObject *
-Dispatch_vectorcall(Dispatch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+do_hit(Dispatch *self, State *st, PyObject *slot, PyObject *const *args, size_t nargsf)
 {
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    State *st = self->state;
-    if (st == NULL || st->mode == MODE_FORWARD || nargs != self->nargs || slot_type == NULL ||
-        (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
-        return forward(self, args, nargsf, kwnames);
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        if (args[i] == self->default_) {
-            return forward(self, args, nargsf, kwnames);
-        }
-    }
-    /* The state may be swapped (a publication) by code that runs during an allocation
-     * below (a gc pass running finalizers): hold the one this call started with. */
-    Py_INCREF(st);
-    PyObject *parts[MAX_PARTS];
-    Py_ssize_t np = 0;
-    PyObject *key = NULL;
-    PyObject *slot = NULL;
-    if (st->mode != MODE_NODIMS) {
-        for (Py_ssize_t i = 0; i < st->ndims; i++) {
-            DimSpec *d = &st->dims[i];
-            if (d->pos >= nargs) {
-                goto out_forward;
-            }
-            PyObject *v = args[d->pos];
-            uintptr_t tp = (uintptr_t)Py_TYPE(v);
-            if (d->pre == PRE_IS) {
-                if (tp != d->type) {
-                    goto out_forward;
-                }
-            }
-            else if (d->pre == PRE_SET) {
-                Py_ssize_t j = 0;
-                while (j < d->ngate && d->gate[j] != tp) {
-                    j++;
-                }
-                if (j == d->ngate) {
-                    goto out_forward;
-                }
-            }
-            if (d->typed_part) {
-                PyObject *part = type_id(v);
-                if (part == NULL) {
-                    goto out_error;
-                }
-                parts[np++] = part;
-            }
-            PyObject *part = NULL;
-            switch (d->expr) {
-            case EXPR_NONE:
-                continue;
-            case EXPR_VALUE:
-                part = Py_NewRef(v);
-                break;
-            case EXPR_ID:
-                part = PyLong_FromVoidPtr((void *)v);
-                break;
-            case EXPR_LEN: {
-                /* Only for builtin containers (the State is built so): runs no user code. */
-                Py_ssize_t n = PyObject_Length(v);
-                if (n < 0) {
-                    PyErr_Clear();
-                    goto out_forward;
-                }
-                part = PyLong_FromSsize_t(n);
-                break;
-            }
-            case EXPR_ARRAY:
-                part = array_fact_native(v, d->layout, d->aligned);
-                break;
-            case EXPR_INT_CLASS:
-                part = int_class_native(v, d);
-                break;
-            case EXPR_PTR:
-                part = ptr_aligned_native(v, d->align);
-                break;
-            }
-            if (part == NOT_NATIVE) {
-                goto out_forward;
-            }
-            if (part == NULL) {
-                goto out_error;
-            }
-            parts[np++] = part;
-        }
-        /* Every allocation is done: from here to the INCREF of the slot no code runs. */
-        if (st->mode == MODE_EXACT && st->nested && np > 1) {
-            PyObject *level = st->index;
-            for (Py_ssize_t i = 0; i < np; i++) {
-                if (!PyDict_CheckExact(level)) {
-                    goto out_forward;
-                }
-                level = PyDict_GetItemWithError(level, parts[i]);
-                if (level == NULL) {
-                    PyErr_Clear();
-                    goto out_forward;
-                }
-            }
-            slot = level;
-        }
-        else {
-            if (np == 1) {
-                key = Py_NewRef(parts[0]);
-            }
-            else {
-                key = PyTuple_New(np);
-                if (key == NULL) {
-                    goto out_error;
-                }
-                for (Py_ssize_t i = 0; i < np; i++) {
-                    PyTuple_SET_ITEM(key, i, Py_NewRef(parts[i]));
-                }
-            }
-            slot = PyDict_GetItemWithError(st->index, key);
-            if (slot == NULL) {
-                PyErr_Clear();
-                if (st->mode == MODE_EXACT) {
-                    goto out_forward;
-                }
-                slot = PyDict_GetItemWithError(st->index, st->linear);
-                if (slot == NULL) {
-                    PyErr_Clear();
-                    goto out_forward;
-                }
-            }
-        }
-    }
-    else {
-        slot = PyDict_GetItemWithError(st->index, st->linear);
-        if (slot == NULL) {
-            PyErr_Clear();
-            goto out_forward;
-        }
-    }
-    if (Py_TYPE(slot) != slot_type) {
-        goto out_forward;
-    }
-    if (st->mode != MODE_EXACT && FIELD(slot, off_residual) != Py_None) {
-        goto out_forward;  /* a residual check to run: the Python dispatcher runs it */
-    }
     PyObject *hits = FIELD(slot, off_hits);
     if (hits == NULL) {
-        goto out_forward;  /* unset: the Python dispatcher raises as it would */
+        Py_DECREF(slot);
+        Py_DECREF(st);
+        PyErr_SetString(PyExc_AttributeError, "'Slot' object has no attribute 'hits'");
+        return NULL;
     }
-    Py_INCREF(slot);
-    for (Py_ssize_t i = 0; i < np; i++) {
-        Py_DECREF(parts[i]);
-    }
-    np = 0;
-    Py_CLEAR(key);
-    /* Count the hit (``s.hits += 1``). An int's ``+ 1`` runs no user code. */
-    PyObject *more;
-    if (PyLong_CheckExact(hits)) {
-        int overflow = 0;
-        long h = PyLong_AsLongAndOverflow(hits, &overflow);
-        if (!overflow && h < LONG_MAX && !(h == -1 && PyErr_Occurred())) {
-            more = PyLong_FromLong(h + 1);
-        }
-        else {
-            PyErr_Clear();
-            PyObject *one = PyLong_FromLong(1);
-            more = one ? PyNumber_Add(hits, one) : NULL;
-            Py_XDECREF(one);
-        }
+    PyObject *more;  /* an int's ``+ 1`` runs no user code */
+    int overflow = 0;
+    long h = PyLong_CheckExact(hits) ? PyLong_AsLongAndOverflow(hits, &overflow) : -1;
+    if (PyLong_CheckExact(hits) && !overflow && h < LONG_MAX && !(h == -1 && PyErr_Occurred())) {
+        more = PyLong_FromLong(h + 1);
     }
     else {
+        PyErr_Clear();
         PyObject *one = PyLong_FromLong(1);
         more = one ? PyNumber_Add(hits, one) : NULL;
         Py_XDECREF(one);
@@ -805,7 +662,289 @@ Dispatch_vectorcall(Dispatch *self, PyObject *const *args, size_t nargsf, PyObje
     PyObject *result = PyObject_Vectorcall(artifact, args, nargsf, NULL);
     Py_DECREF(artifact);
     return result;
+}
 
+/* ``r is None or r(*values)`` for a slot: 1, 0, or -1 with an error. */
+static int
+residual_holds(PyObject *slot, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (Py_TYPE(slot) != slot_type) {
+        PyErr_SetString(PyExc_RuntimeError, "jitguard: the index holds something not a Slot");
+        return -1;
+    }
+    PyObject *r = FIELD(slot, off_residual);
+    if (r == Py_None) {
+        return 1;
+    }
+    if (r == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "'Slot' object has no attribute 'residual'");
+        return -1;
+    }
+    Py_INCREF(r);
+    PyObject *ok = PyObject_Vectorcall(r, args, nargs, NULL);
+    Py_DECREF(r);
+    if (ok == NULL) {
+        return -1;
+    }
+    int t = PyObject_IsTrue(ok);
+    Py_DECREF(ok);
+    return t;
+}
+
+/* ``d[key]`` as a new reference, KeyError as Python raises it. */
+static PyObject *
+get_item(PyObject *d, PyObject *key)
+{
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetObject(PyExc_KeyError, key);
+        }
+        return NULL;
+    }
+    return Py_NewRef(v);
+}
+
+static PyObject *
+Dispatch_vectorcall(Dispatch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    State *st = self->state;
+    if (st == NULL || st->mode == MODE_FORWARD || nargs != self->nargs || slot_type == NULL ||
+        (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        return forward(self, args, nargsf, kwnames);
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (args[i] == self->default_) {
+            return forward(self, args, nargsf, kwnames);
+        }
+    }
+    /* The state may be swapped (a publication) by code that runs during an allocation
+     * below (a gc pass running finalizers): hold the one this call started with. */
+    Py_INCREF(st);
+    PyObject *parts[MAX_PARTS];
+    Py_ssize_t np = 0;
+    PyObject *key = NULL;   /* the call's key (LINEAR when it has none), owned */
+    PyObject *slot = NULL;  /* borrowed until taken */
+    int nokey = st->mode == MODE_NODIMS;
+    for (Py_ssize_t i = 0; !nokey && i < st->ndims; i++) {
+        DimSpec *d = &st->dims[i];
+        if (d->pos >= nargs) {
+            goto out_forward;
+        }
+        PyObject *v = args[d->pos];
+        uintptr_t tp = (uintptr_t)Py_TYPE(v);
+        int pass = 1;
+        if (d->pre == PRE_IS) {
+            pass = tp == d->type;
+        }
+        else if (d->pre == PRE_SET) {
+            Py_ssize_t j = 0;
+            while (j < d->ngate && d->gate[j] != tp) {
+                j++;
+            }
+            pass = j < d->ngate;
+        }
+        if (!pass) {
+            if (st->mode == MODE_EXACT) {
+                goto out_forward;  /* no entry can hold: the miss path, in Python */
+            }
+            nokey = 1;  /* "a call of another type has no key": the linear entries */
+            break;
+        }
+        if (d->typed_part) {
+            PyObject *part = type_id(v);
+            if (part == NULL) {
+                goto out_error;
+            }
+            parts[np++] = part;
+        }
+        PyObject *part = NULL;
+        switch (d->expr) {
+        case EXPR_NONE:
+            continue;
+        case EXPR_VALUE:
+            part = Py_NewRef(v);
+            break;
+        case EXPR_ID:
+            part = PyLong_FromVoidPtr((void *)v);
+            break;
+        case EXPR_LEN: {
+            /* Only for builtin containers (the State is built so): runs no user code. */
+            Py_ssize_t n = PyObject_Length(v);
+            if (n < 0) {
+                PyErr_Clear();
+                goto out_forward;
+            }
+            part = PyLong_FromSsize_t(n);
+            break;
+        }
+        case EXPR_ARRAY:
+            part = array_fact_native(v, d->layout, d->aligned);
+            break;
+        case EXPR_INT_CLASS:
+            part = int_class_native(v, d);
+            break;
+        case EXPR_PTR:
+            part = ptr_aligned_native(v, d->align);
+            break;
+        }
+        if (part == NOT_NATIVE) {
+            goto out_forward;
+        }
+        if (part == NULL) {
+            goto out_error;
+        }
+        parts[np++] = part;
+    }
+    if (nokey) {
+        key = Py_NewRef(st->linear);
+    }
+    else if (!(st->mode == MODE_EXACT && st->nested && np > 1)) {
+        if (np == 1) {
+            key = Py_NewRef(parts[0]);
+        }
+        else {
+            key = PyTuple_New(np);
+            if (key == NULL) {
+                goto out_error;
+            }
+            for (Py_ssize_t i = 0; i < np; i++) {
+                PyTuple_SET_ITEM(key, i, Py_NewRef(parts[i]));
+            }
+        }
+    }
+    /* Every allocation is done: from here to taking the slot no code runs (the keys are
+     * ints, builtin scalars and tuples of them, compared without user code). */
+    if (key == NULL) {  /* exact and nested: ``I[a][b]`` */
+        PyObject *level = st->index;
+        for (Py_ssize_t i = 0; i < np; i++) {
+            if (!PyDict_CheckExact(level)) {
+                goto out_forward;
+            }
+            level = PyDict_GetItemWithError(level, parts[i]);
+            if (level == NULL) {
+                PyErr_Clear();
+                goto out_forward;
+            }
+        }
+        slot = level;
+    }
+    else {
+        slot = nokey ? NULL : PyDict_GetItemWithError(st->index, key);
+        if (slot == NULL) {
+            PyErr_Clear();
+            if (st->mode == MODE_EXACT) {
+                goto out_forward;  /* no entry has this key: the miss path */
+            }
+            slot = PyDict_GetItemWithError(st->index, st->linear);
+            if (slot == NULL) {
+                PyErr_Clear();
+                goto out_forward;
+            }
+        }
+    }
+    if (Py_TYPE(slot) != slot_type) {
+        goto out_forward;
+    }
+    PyObject *res = FIELD(slot, off_residual);
+    if (res == NULL || FIELD(slot, off_hits) == NULL) {
+        goto out_forward;  /* unset: the Python dispatcher raises as it would */
+    }
+    Py_INCREF(slot);
+    for (Py_ssize_t i = 0; i < np; i++) {
+        Py_DECREF(parts[i]);
+    }
+    np = 0;
+    if (st->mode == MODE_EXACT || res == Py_None) {
+        Py_XDECREF(key);
+        return do_hit(self, st, slot, args, nargsf);  /* a key match proves every guard */
+    }
+    if (self->miss == NULL) {
+        Py_DECREF(slot);
+        goto out_forward;
+    }
+    /* Residual checks: from here on Python code runs, so nothing is forwarded any more (the
+     * Python dispatcher would run them again); this is its loop, in C: the first candidate,
+     * then the key's followers (``I[FOLLOWERS].get(k) or I[FOLLOWERS][LINEAR]``), then the
+     * miss path. */
+    int t = residual_holds(slot, args, nargs);
+    if (t != 0) {
+        Py_DECREF(key);
+        if (t < 0) {
+            Py_DECREF(slot);
+            Py_DECREF(st);
+            return NULL;
+        }
+        return do_hit(self, st, slot, args, nargsf);
+    }
+    Py_DECREF(slot);
+    PyObject *followers = get_item(st->index, st->followers);
+    if (followers == NULL) {
+        goto out_raise;
+    }
+    PyObject *cands = NULL;
+    if (PyDict_Check(followers)) {
+        cands = PyDict_GetItemWithError(followers, key);
+        if (cands == NULL && PyErr_Occurred()) {
+            Py_DECREF(followers);
+            goto out_raise;
+        }
+        Py_XINCREF(cands);
+    }
+    else {
+        Py_DECREF(followers);
+        PyErr_SetString(PyExc_RuntimeError, "jitguard: the index's followers are not a dict");
+        goto out_raise;
+    }
+    int truthy = 0;
+    if (cands != NULL) {
+        truthy = PyObject_IsTrue(cands);
+        if (truthy < 0) {
+            Py_DECREF(cands);
+            Py_DECREF(followers);
+            goto out_raise;
+        }
+    }
+    if (!truthy) {
+        Py_XDECREF(cands);
+        cands = get_item(followers, st->linear);
+        if (cands == NULL) {
+            Py_DECREF(followers);
+            goto out_raise;
+        }
+    }
+    Py_DECREF(followers);
+    PyObject *seq = PySequence_Fast(cands, "jitguard: followers are not a sequence");
+    Py_DECREF(cands);
+    if (seq == NULL) {
+        goto out_raise;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *s = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        t = residual_holds(s, args, nargs);
+        if (t != 0) {
+            Py_DECREF(seq);
+            Py_DECREF(key);
+            if (t < 0) {
+                Py_DECREF(s);
+                Py_DECREF(st);
+                return NULL;
+            }
+            return do_hit(self, st, s, args, nargsf);
+        }
+        Py_DECREF(s);
+    }
+    Py_DECREF(seq);
+    Py_DECREF(key);
+    Py_DECREF(st);
+    self->forwards++;  /* to the miss path (counted with the forwards) */
+    return PyObject_Vectorcall(self->miss, args, nargsf, NULL);
+
+out_raise:
+    Py_DECREF(key);
+    Py_DECREF(st);
+    return NULL;
 out_error:
     /* Only an allocation fails here (MemoryError): forward, and let Python decide. */
     PyErr_Clear();
@@ -821,13 +960,13 @@ out_forward:
 static PyObject *
 Dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *fallback, *default_;
+    PyObject *fallback, *default_, *miss;
     Py_ssize_t nargs;
     if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
         PyErr_SetString(PyExc_TypeError, "Dispatch takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OnO:Dispatch", &fallback, &nargs, &default_)) {
+    if (!PyArg_ParseTuple(args, "OnOO:Dispatch", &fallback, &nargs, &default_, &miss)) {
         return NULL;
     }
     if (!PyCallable_Check(fallback)) {
@@ -852,6 +991,7 @@ Dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->fallback = Py_NewRef(fallback);
     self->dict = dict;
     self->default_ = Py_NewRef(default_);
+    self->miss = Py_NewRef(miss);
     self->nargs = nargs;
     self->state = NULL;
     return (PyObject *)self;
@@ -863,6 +1003,7 @@ Dispatch_traverse(Dispatch *self, visitproc visit, void *arg)
     Py_VISIT(self->fallback);
     Py_VISIT(self->dict);
     Py_VISIT(self->default_);
+    Py_VISIT(self->miss);
     Py_VISIT(self->state);
     return 0;
 }
@@ -874,6 +1015,7 @@ Dispatch_clear(Dispatch *self)
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->dict);
     Py_CLEAR(self->default_);
+    Py_CLEAR(self->miss);
     return 0;
 }
 

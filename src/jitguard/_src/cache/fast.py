@@ -10,15 +10,19 @@ cache.entry, cache.signature.
 # specialized function whose parameters are all positional (no ``*args``, keyword-only
 # or ``**kwargs``) is a C ``Dispatch`` object in front of the generated dispatcher (the
 # *fallback*, still the single source of truth): one C call computes the key, finds the
-# slot and, when the slot needs no residual check, counts the hit (``slot.hits``, and
-# ``slot.last`` with ``maxsize``, the very fields the Python dispatcher updates) and calls
-# the artifact. Any other call is forwarded to the fallback with its arguments untouched:
-# keywords or another number of arguments (so every parameter is given: no default is
-# read, whatever was added or changed since, [Note: Defaults are read at call time]), the
-# ``DEFAULT`` sentinel passed by hand, a failed type precondition, a miss, a slot with a
-# residual (or a dead slot: its residual is ``never``), a layout the codes cannot express
-# (a ``fact_of`` dim, a key part that would run code of the value's type). Before a
-# forward nothing observable has happened: the C side only reads types and ids, hashes
+# slot, counts the hit (``slot.hits``, and ``slot.last`` with ``maxsize``, the very fields
+# the Python dispatcher updates) and calls the artifact. In a layout that is not exact it
+# runs the generated code's loop itself: the first candidate's residual check, then the
+# key's followers' (``I[FOLLOWERS].get(k) or I[FOLLOWERS][LINEAR]``; a call whose type
+# fails a precondition has the key ``LINEAR``), then the miss path (``FunctionCache._miss``)
+# with the values, so that no residual ever runs twice. A call is *forwarded* to the
+# fallback, arguments untouched, only before any Python code has run: keywords or another
+# number of arguments (so every parameter is given: no default is read, whatever was added
+# or changed since, [Note: Defaults are read at call time]), the ``DEFAULT`` sentinel passed
+# by hand, a miss or failed precondition in an exact layout, a key part the C code does not
+# compute for that value, a layout the codes cannot express (a ``fact_of`` dim, a derived
+# source's fact, a part that would run code of the value's type). Before that point nothing
+# observable has happened: the C side only reads types, ids and struct fields, hashes
 # builtin scalars and ints and compares them (``[Note: Key layout]``'s preconditions are
 # followed exactly: a value is hashed only when its type is a builtin scalar type, ``len``
 # is taken only of builtin containers), and moves no counter.
@@ -63,7 +67,7 @@ from .signature import DEFAULT, Signature
 __all__ = ["ENV_VAR", "available", "install", "set_enabled", "speedups_enabled", "state_for", "why_not", "wrap"]
 
 ENV_VAR = "JITGUARD_PURE_PYTHON"
-ABI = 2  # the extension's ABI constant this module reads (a stale build is not used)
+ABI = 3  # the extension's ABI constant this module reads (a stale build is not used)
 log = logging.getLogger("jitguard.dispatch")
 
 _speedups: Any = None
@@ -105,7 +109,7 @@ _FACTS: dict[str, tuple[DispatchFact, int]] = {
 }
 # The shapes of ``Dim`` and ``keys.Layout`` these codes were written for: a dim on something
 # other than the parameter itself, or a layout with more to it, is not computed here.
-_DIM_FIELDS = ("position", "param", "fact", "kind", "source")
+_DIM_FIELDS = ("position", "param", "fact", "kind", "source", "union")
 _LAYOUT_FIELDS = ("dims", "hoisted", "exact", "types", "bases")
 
 
@@ -139,14 +143,15 @@ def set_enabled(on: bool) -> bool:
     return old
 
 
-def wrap(function: Callable[..., Any], sig: Signature) -> Optional[Any]:
-    """The C ``Dispatch`` object in front of the generated dispatcher ``function``, or None
-    (the C path is off, or ``fn`` has parameters that are not positional)."""
+def wrap(function: Callable[..., Any], sig: Signature, miss: Callable[..., Any]) -> Optional[Any]:
+    """The C ``Dispatch`` object in front of the generated dispatcher ``function`` (whose miss
+    path is ``miss``), or None (the C path is off, or ``fn`` has parameters that are not
+    positional)."""
     if not _enabled or sig.var_positional or sig.var_keyword or sig.keyword_only:
         return None
     if len(sig.positional) != len(sig.params):
         return None
-    return _speedups.Dispatch(function, len(sig.params), DEFAULT)
+    return _speedups.Dispatch(function, len(sig.params), DEFAULT, miss)
 
 
 def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
@@ -155,8 +160,8 @@ def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
     dim = layout.dims[k]
     if type(dim) is not Dim or dim._fields != _DIM_FIELDS or dim.kind is not None:
         return None  # a fact_of dim: the kind's own code computes it
-    if dim.source is not None:
-        return None  # a fact of a derived source (``x.dtype``): read by the Python code
+    if dim.source is not None or dim.union is not None:
+        return None  # a derived source's fact (``x.dtype``), a union dim: Python computes it
     spec = dim.spec
     if spec is None:
         return None
@@ -244,24 +249,24 @@ def _array_support() -> bool:
     return _arrays
 
 
-def state_for(layout: Any, nested: bool, index: dict[Any, Any], linear: Any,
+def state_for(layout: Any, nested: bool, index: dict[Any, Any], linear: Any, followers: Any,
               tick: Optional[Callable[[], int]]) -> Optional[Any]:
     """The ``State`` of a key layout (``keys.Layout``) and its index; a State that forwards
     every call when the layout has a dim the C path does not compute."""
     if _speedups is None:
         return None
     if getattr(layout, "_fields", None) != _LAYOUT_FIELDS:
-        return _speedups.State(MODE_FORWARD, False, index, linear, tick, ())
+        return _speedups.State(MODE_FORWARD, False, index, linear, followers, tick, ())
     if not layout.dims:
-        return _speedups.State(MODE_NODIMS, False, index, linear, tick, ())
+        return _speedups.State(MODE_NODIMS, False, index, linear, followers, tick, ())
     codes = []
     for k in range(len(layout.dims)):
         code = _dim_code(layout, k)
         if code is None:
-            return _speedups.State(MODE_FORWARD, False, index, linear, tick, ())
+            return _speedups.State(MODE_FORWARD, False, index, linear, followers, tick, ())
         codes.append(code)
     mode = MODE_EXACT if layout.exact else MODE_KEYED
-    return _speedups.State(mode, nested, index, linear, tick, tuple(codes))
+    return _speedups.State(mode, nested, index, linear, followers, tick, tuple(codes))
 
 
 def install(dispatch: Any, state: Any) -> None:

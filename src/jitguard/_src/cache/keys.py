@@ -436,7 +436,7 @@ class Dispatcher:
         self._current = first
         # ---- the C hot path ([Note: The C hot path]): a separate hook, see install ----
         self.tick = tick
-        self.fast: Optional[Any] = fast.wrap(self.function, sig)
+        self.fast: Optional[Any] = fast.wrap(self.function, sig, miss)
         self.public: Callable[..., Any] = self.fast if self.fast is not None else self.function
         self._install_fast(first, self.ns[first.index_name])
 
@@ -592,7 +592,7 @@ class Dispatcher:
         """The C hot path's side of ``install``: the same layout and index dict."""
         if self.fast is not None:
             fast.install(self.fast, fast.state_for(keycode.layout, keycode.nested, index,
-                                                   LINEAR, self.tick))
+                                                   LINEAR, FOLLOWERS, self.tick))
 
     @property
     def c_path(self) -> bool:
