@@ -10,7 +10,12 @@ import pytest
 
 from jitguard import ArgPolicy, cache_of, specialize
 from jitguard._src.cache.policy import default_policy
-from jitguard._src.cache.presets import TypesPolicy, resolve_policy, types_policy
+from jitguard._src.cache.presets import (
+    TypesPolicy,
+    resolve_policy,
+    triton_policy,
+    types_policy,
+)
 
 
 def typed(fn: Any = None, **kw: Any) -> Any:
@@ -31,8 +36,9 @@ def test_presets_resolve() -> None:
     assert resolve_policy("types") is types_policy()
     mine = ArgPolicy()
     assert resolve_policy(mine) is mine
+    assert resolve_policy("triton") is triton_policy()
     with pytest.raises(ValueError, match=r"policy must be an ArgPolicy or one of \('values', "
-                       r"'types'\), got 'numba'"):
+                       r"'types', 'triton'\), got 'numba'"):
         specialize(lambda x: x, policy="numba")  # type: ignore[arg-type]
 
 
@@ -96,6 +102,18 @@ def test_mixed_scalars_and_arrays() -> None:
     assert cache_of(f).stats().compiles == 3
 
 
+def test_arrays_are_not_guarded_for_aliasing() -> None:
+    """f(a, b) and f(a, a) share one entry: arrays are left out of the aliasing guards, and
+    the dispatcher keys on both arrays' facts exactly."""
+    f = typed(lambda x, y: 1)
+    a, b = np.zeros(3), np.ones(3)
+    f(a, b), f(a, a), f(b, a)
+    cache = cache_of(f)
+    assert cache.stats().compiles == 1 and cache.stats().hits == 2
+    assert cache.dispatcher.source.splitlines()[0].rstrip().endswith(
+        "dims [x:array_aligned, y:array_aligned], exact")
+
+
 def test_containers_hold_typed_items() -> None:
     """A tuple is guarded by length and each item by type."""
     f = typed()
@@ -124,3 +142,30 @@ def test_own_rules_come_first() -> None:
     f = specialize(lambda x: x, policy=policy, automatic_dynamic=False, global_state=False)
     f(1), f(2), f(np.zeros(2)), f(np.ones(3))
     assert cache_of(f).stats().compiles == 3
+
+
+# ---- triton ------------------------------------------------------------------------------
+
+
+def _at(offset: int, n: int = 4, dtype: Any = np.float32) -> Any:
+    """A 1-d array whose data starts ``offset`` bytes into a 64-byte aligned buffer."""
+    size = np.dtype(dtype).itemsize
+    buf = np.zeros(n * size + 128, np.uint8)
+    start = (-buf.ctypes.data) % 64
+    return np.ndarray((n,), dtype, buffer=buf, offset=start + offset)
+
+
+def test_triton_preset() -> None:
+    """Ints by class, arrays by dtype and pointer alignment (not shape or layout): one entry
+    per (alignment, dtype, int class), as Triton's specialization key."""
+    f = specialize(lambda x, n: None, policy="triton", global_state=False,
+                   recompile_limit=None)
+    f(_at(0), 32), f(_at(16, n=9), 48), f(_at(0).reshape(2, 2), 64)  # one entry
+    f(_at(4), 32)                      # unaligned: another
+    f(_at(0, dtype=np.float64), 32)    # another dtype
+    f(_at(0), 7), f(_at(0), 1)         # other int classes
+    cache = cache_of(f)
+    assert cache.stats().compiles == 5 and cache.stats().hits == 2
+    assert sorted(["type(L['x']) is ndarray", "L['x'].dtype == dtype('float32')",
+                   "data_ptr(L['x']) % 16 == 0", "int_class(L['n']) == ('i32', 16)"]) in [
+        sorted(c) for c in codes(f)]

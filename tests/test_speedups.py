@@ -386,8 +386,9 @@ def test_same_answers_stats_and_hits_in_both_modes(
 @needs_c
 def test_layouts_the_c_path_cannot_compute_forward_everything() -> None:
     """A dim computed by a kind's fact_of (or any unknown part) makes the State forward."""
-    from jitguard._src.cache.entry import Dim
-    from jitguard._src.cache.keys import FOLLOWERS, LINEAR, Layout
+    from jitguard._src.cache.facts import Dim
+    from jitguard._src.cache.keys import FOLLOWERS, LINEAR
+    from jitguard._src.cache.layout import Layout
 
     class K:
         name = "K"
@@ -409,8 +410,9 @@ def test_layouts_the_c_path_cannot_compute_forward_everything() -> None:
 @needs_c
 def test_len_parts_only_for_builtin_containers() -> None:
     """A "type_len" part is computed in C only when every type reaching it is a builtin one."""
-    from jitguard._src.cache.entry import Dim
-    from jitguard._src.cache.keys import FOLLOWERS, LINEAR, Layout
+    from jitguard._src.cache.facts import Dim
+    from jitguard._src.cache.keys import FOLLOWERS, LINEAR
+    from jitguard._src.cache.layout import Layout
 
     dim = Dim(0, "a", "type_len")
     ok = Layout((dim,), (("id", id(tuple)),), True, (frozenset({id(tuple)}),))

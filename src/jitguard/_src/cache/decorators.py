@@ -24,7 +24,7 @@ __all__ = ["cache_of", "specialize"]
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 Compiler = Callable[[CompileRequest], Callable[..., Any]]
-PolicyLike = Union[ArgPolicy, Literal["values", "types"], None]
+PolicyLike = Union[ArgPolicy, Literal["values", "types", "triton"], None]
 
 
 @overload
@@ -80,7 +80,9 @@ def specialize(
     dynamic]. ``error_on_recompile``: every recompile raises ``RecompileError``.
     ``policy``: the argument rules: ``"values"`` (the default: ``register_arg_rule``'s;
     scalars by value), ``"types"`` (scalars by type, arrays by ``ARRAY_MATCH``, as numba
-    types arguments; see [Note: Policy presets]) or an ``ArgPolicy``. ``global_state``:
+    types arguments), ``"triton"`` (ints by ``INT_CLASS``, tensors and arrays by dtype and
+    ``DATA_PTR_ALIGNED``, as Triton specializes a kernel; see [Note: Policy presets]) or an
+    ``ArgPolicy``. ``global_state``:
     guard the registered global states. ``maxsize``: keep at most that many entries,
     evicting the least recently used (see [Note: maxsize]; ``recompile_limit`` then
     defaults to None, no limit; both None: an unbounded cache). ``history``: how many

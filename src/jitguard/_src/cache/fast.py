@@ -2,7 +2,7 @@
 compiling a key layout into the codes its ``State`` reads.
 
 May import: _util, _speedups, compiler.kinds, compiler.array_facts, compiler.array_kinds,
-cache.entry, cache.signature.
+cache.facts, cache.entry, cache.signature.
 
 # [Note: The C hot path]
 # When the extension ``jitguard._src._speedups`` is built (setup.py builds it when a
@@ -61,7 +61,8 @@ from .._util import SCALAR_TYPES
 from ..compiler import array_facts
 from ..compiler.array_kinds import ARRAY_FACTS
 from ..compiler.kinds import FACT_ID, FACT_TYPE, FACT_TYPE_LEN, FACT_VALUE, DispatchFact
-from .entry import Dim, Slot
+from .entry import Slot
+from .facts import Dim
 from .signature import DEFAULT, Signature
 
 __all__ = ["ENV_VAR", "available", "install", "set_enabled", "speedups_enabled", "state_for", "why_not", "wrap"]

@@ -20,7 +20,9 @@ from .array_facts import dtype_key, numpy_or_none
 __all__ = [
     "EXACT_EQ_TYPES",
     "is_constant",
+    "is_dtype",
     "is_enum_member",
+    "is_registered_constant",
     "needs_strict",
     "one_of",
     "register_constant_type",
@@ -32,12 +34,19 @@ __all__ = [
 EXACT_EQ_TYPES = tuple(t for t in SCALAR_TYPES if t is not float and t is not complex)
 # A list, not a set: membership is decided by identity (see one_of).
 _CONSTANT_TYPES: list[type] = [*SCALAR_TYPES, tuple, frozenset, range, slice]
+_BUILTIN_CONSTANTS = len(_CONSTANT_TYPES)
 
 
 def register_constant_type(tp: type) -> None:
     """Let EQUALS_MATCH hold values of ``tp`` (immutable, with a meaningful ``==``)."""
     if not one_of(tp, _CONSTANT_TYPES):
         _CONSTANT_TYPES.append(tp)
+
+
+def is_registered_constant(value: Any) -> bool:
+    """``value`` is of a type passed to ``register_constant_type`` (torch.dtype, ...) or a
+    numpy dtype: its ``repr`` is trusted in failure texts."""
+    return one_of(type(value), _CONSTANT_TYPES[_BUILTIN_CONSTANTS:]) or is_dtype(value)
 
 
 def one_of(tp: type, types_: Any) -> bool:
