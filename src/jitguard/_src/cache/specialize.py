@@ -87,7 +87,9 @@ class FunctionCache(Generic[_P, _R]):
     ``entries()``, ``stats()``, ``recompiles`` (the last ``history`` records),
     ``recompile_counts``, ``reasons()``, ``guard_failure_counts()``, ``compile_ids()``,
     ``dynamic``, ``lookup(*args, **kwargs)``, ``dispatcher`` (its ``source``: the generated
-    dispatcher); ``clear()`` forgets everything. See [Note: The call path].
+    dispatcher), ``store_key`` and ``store_events()`` (with a store: [Note: Persistent
+    entries]); ``clear()`` forgets everything (stored entries are read again on the next
+    miss). See [Note: The call path].
     """
 
     def __init__(
