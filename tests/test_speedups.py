@@ -711,3 +711,27 @@ def test_follower_and_linear_hits(dispatch_mode: str) -> None:
         assert s("a")[1] == ("a",)
     stats = cache_of(s).stats()
     assert stats.hits + stats.misses == 11 and stats.failures == 0
+
+
+def test_union_dim_of_mixed_types(dispatch_mode: str) -> None:
+    """Entries of mixed types (scalars by type, arrays by ARRAY_MATCH: a union dim) hit in
+    both modes, in C with the C path, each value its own entry."""
+    np = _numpy()
+
+    def compiler(req: CompileRequest) -> Any:
+        x = req.arguments["x"]
+        baked = (type(x).__name__, str(getattr(x, "dtype", "")))
+        return lambda x: baked
+
+    f = specialize(lambda x: None, policy="types", global_state=False, recompile_limit=50,
+                   compiler=compiler)
+    values = [True, 1, 1.5, 2j, np.float32(1), np.int64(3), np.zeros(8), np.zeros(8, "f4")]
+    for v in values:
+        f(v)
+    assert "x:typed" in cache_of(f).dispatcher.source.splitlines()[0]
+    before = served_in_c(f)
+    for v in values:
+        assert f(v) == (type(v).__name__, str(getattr(v, "dtype", "")))
+    assert cache_of(f).stats().compiles == len(values)
+    assert cache_of(f).stats().hits == len(values)
+    assert served_in_c(f) - before == (len(values) if dispatch_mode == "c" else 0)

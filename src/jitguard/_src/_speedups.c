@@ -24,7 +24,7 @@
 
 #define MAX_PARTS 64
 /* What cache/fast.py expects (ABI there): a stale build of another version is not used. */
-#define SPEEDUPS_ABI 3
+#define SPEEDUPS_ABI 4
 
 /* ---- the state: one key layout and its index ---------------------------------------- */
 
@@ -35,11 +35,12 @@ enum {
     EXPR_ARRAY = 4,      /* array_fact(v, layout, aligned), natively for numpy arrays */
     EXPR_INT_CLASS = 5,  /* int_class(v, divisors) */
     EXPR_PTR = 6,        /* data_ptr_aligned(v, align), natively for exact numpy arrays */
+    EXPR_UNION = 7,      /* a union dim: per type, (id(type), its fact) or the id alone */
 };
-#define EXPR_LAST EXPR_PTR
+#define EXPR_LAST EXPR_UNION
 #define MAX_DIVISORS 16
 
-typedef struct {
+typedef struct DimSpec {
     Py_ssize_t pos;        /* the parameter's position */
     int pre;               /* the precondition on the value's type */
     int typed_part;        /* a key part id(type(v)) */
@@ -52,7 +53,27 @@ typedef struct {
     long long div[MAX_DIVISORS];
     PyObject *divobj[MAX_DIVISORS];  /* the divisors as given (a class's k is one of them) */
     unsigned long long align;        /* EXPR_PTR */
+    Py_ssize_t nbranch;    /* EXPR_UNION: the branches, each with its types in ``gate`` */
+    struct DimSpec *branch;
 } DimSpec;
+
+static void
+free_dim(DimSpec *d)
+{
+    PyMem_Free(d->gate);
+    d->gate = NULL;
+    for (Py_ssize_t j = 0; j < d->ndiv; j++) {
+        Py_CLEAR(d->divobj[j]);
+    }
+    d->ndiv = 0;
+    if (d->branch != NULL) {
+        for (Py_ssize_t j = 0; j < d->nbranch; j++) {
+            free_dim(&d->branch[j]);
+        }
+        PyMem_Free(d->branch);
+        d->branch = NULL;
+    }
+}
 
 typedef struct {
     PyObject_HEAD
@@ -77,10 +98,7 @@ State_dealloc(State *self)
     Py_CLEAR(self->tick);
     if (self->dims != NULL) {
         for (Py_ssize_t i = 0; i < self->ndims; i++) {
-            PyMem_Free(self->dims[i].gate);
-            for (Py_ssize_t j = 0; j < self->dims[i].ndiv; j++) {
-                Py_CLEAR(self->dims[i].divobj[j]);
-            }
+            free_dim(&self->dims[i]);
         }
         PyMem_Free(self->dims);
     }
@@ -277,6 +295,46 @@ parse_extra(DimSpec *d, PyObject *extra)
         }
         return 0;
     }
+    if (d->expr == EXPR_UNION) {
+        d->branch = PyMem_Calloc(n ? n : 1, sizeof(DimSpec));
+        if (d->branch == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        d->nbranch = n;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            DimSpec *b = &d->branch[j];
+            PyObject *tids, *bextra;
+            PyObject *spec = PyTuple_GET_ITEM(extra, j);
+            if (!PyTuple_Check(spec) ||
+                !PyArg_ParseTuple(spec, "O!iO!:branch", &PyTuple_Type, &tids, &b->expr,
+                                  &PyTuple_Type, &bextra)) {
+                if (!PyErr_Occurred()) {
+                    goto bad;
+                }
+                return -1;
+            }
+            if (b->expr < EXPR_NONE || b->expr >= EXPR_UNION) {
+                goto bad;
+            }
+            b->ngate = PyTuple_GET_SIZE(tids);
+            b->gate = PyMem_Calloc(b->ngate ? b->ngate : 1, sizeof(uintptr_t));
+            if (b->gate == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            for (Py_ssize_t i = 0; i < b->ngate; i++) {
+                b->gate[i] = as_address(PyTuple_GET_ITEM(tids, i));
+                if (PyErr_Occurred()) {
+                    return -1;
+                }
+            }
+            if (parse_extra(b, bextra) < 0) {
+                return -1;
+            }
+        }
+        return 0;
+    }
     if (d->expr == EXPR_PTR) {
         if (n != 1 || !PyLong_CheckExact(PyTuple_GET_ITEM(extra, 0))) {
             goto bad;
@@ -391,6 +449,65 @@ ptr_aligned_native(PyObject *v, unsigned long long align)
     }
     uintptr_t p = (uintptr_t)((ArrayFields *)v)->data;
     return Py_NewRef((p % align) == 0 ? Py_True : Py_False);
+}
+
+static inline PyObject *type_id(PyObject *v);
+
+/* One key part computed from the value: a new reference, NULL with an error, or NOT_NATIVE
+ * (forward the call: Python computes it). */
+static PyObject *
+compute_part(const DimSpec *d, PyObject *v)
+{
+    switch (d->expr) {
+    case EXPR_VALUE:
+        return Py_NewRef(v);
+    case EXPR_ID:
+        return PyLong_FromVoidPtr((void *)v);
+    case EXPR_LEN: {
+        /* Only for builtin containers (the State is built so): runs no user code. */
+        Py_ssize_t n = PyObject_Length(v);
+        if (n < 0) {
+            PyErr_Clear();
+            return NOT_NATIVE;
+        }
+        return PyLong_FromSsize_t(n);
+    }
+    case EXPR_ARRAY:
+        return array_fact_native(v, d->layout, d->aligned);
+    case EXPR_INT_CLASS:
+        return int_class_native(v, d);
+    case EXPR_PTR:
+        return ptr_aligned_native(v, d->align);
+    case EXPR_UNION: {
+        uintptr_t tp = (uintptr_t)Py_TYPE(v);
+        for (Py_ssize_t j = 0; j < d->nbranch; j++) {
+            const DimSpec *b = &d->branch[j];
+            Py_ssize_t i = 0;
+            while (i < b->ngate && b->gate[i] != tp) {
+                i++;
+            }
+            if (i == b->ngate) {
+                continue;
+            }
+            PyObject *u = type_id(v);
+            if (u == NULL || b->expr == EXPR_NONE) {
+                return u;  /* a fact that is the type: its id alone */
+            }
+            PyObject *rest = compute_part(b, v);
+            if (rest == NULL || rest == NOT_NATIVE) {
+                Py_DECREF(u);
+                return rest;
+            }
+            PyObject *part = PyTuple_Pack(2, u, rest);
+            Py_DECREF(u);
+            Py_DECREF(rest);
+            return part;
+        }
+        return NOT_NATIVE;  /* a type with no fact chosen: NOKEY, in Python */
+    }
+    default:
+        return NOT_NATIVE;
+    }
 }
 
 /* set_array_support(ndarray, dtype_cache, probe, data, nd, flags): use numpy arrays' struct
@@ -759,36 +876,10 @@ Dispatch_vectorcall(Dispatch *self, PyObject *const *args, size_t nargsf, PyObje
             }
             parts[np++] = part;
         }
-        PyObject *part = NULL;
-        switch (d->expr) {
-        case EXPR_NONE:
+        if (d->expr == EXPR_NONE) {
             continue;
-        case EXPR_VALUE:
-            part = Py_NewRef(v);
-            break;
-        case EXPR_ID:
-            part = PyLong_FromVoidPtr((void *)v);
-            break;
-        case EXPR_LEN: {
-            /* Only for builtin containers (the State is built so): runs no user code. */
-            Py_ssize_t n = PyObject_Length(v);
-            if (n < 0) {
-                PyErr_Clear();
-                goto out_forward;
-            }
-            part = PyLong_FromSsize_t(n);
-            break;
         }
-        case EXPR_ARRAY:
-            part = array_fact_native(v, d->layout, d->aligned);
-            break;
-        case EXPR_INT_CLASS:
-            part = int_class_native(v, d);
-            break;
-        case EXPR_PTR:
-            part = ptr_aligned_native(v, d->align);
-            break;
-        }
+        PyObject *part = compute_part(d, v);
         if (part == NOT_NATIVE) {
             goto out_forward;
         }

@@ -60,7 +60,14 @@ from typing import Any, Optional
 from .._util import SCALAR_TYPES
 from ..compiler import array_facts
 from ..compiler.array_kinds import ARRAY_FACTS
-from ..compiler.kinds import FACT_ID, FACT_TYPE, FACT_TYPE_LEN, FACT_VALUE, DispatchFact
+from ..compiler.kinds import (
+    FACT_ID,
+    FACT_TYPE,
+    FACT_TYPE_LEN,
+    FACT_VALUE,
+    DispatchFact,
+    dispatch_fact,
+)
 from .entry import Slot
 from .facts import Dim
 from .signature import DEFAULT, Signature
@@ -68,7 +75,7 @@ from .signature import DEFAULT, Signature
 __all__ = ["ENV_VAR", "available", "install", "set_enabled", "speedups_enabled", "state_for", "why_not", "wrap"]
 
 ENV_VAR = "JITGUARD_PURE_PYTHON"
-ABI = 3  # the extension's ABI constant this module reads (a stale build is not used)
+ABI = 4  # the extension's ABI constant this module reads (a stale build is not used)
 log = logging.getLogger("jitguard.dispatch")
 
 _speedups: Any = None
@@ -96,7 +103,7 @@ _enabled = _speedups is not None
 # The codes of ``_speedups.State`` (see _speedups.c).
 MODE_FORWARD, MODE_NODIMS, MODE_EXACT, MODE_KEYED = 0, 1, 2, 3
 PRE_NONE, PRE_IS, PRE_SET = 0, 1, 2
-EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN, EXPR_ARRAY, EXPR_INT_CLASS, EXPR_PTR = range(7)
+EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN, EXPR_ARRAY, EXPR_INT_CLASS, EXPR_PTR, EXPR_UNION = range(8)
 MAX_DIVISORS = 16
 
 _SCALAR_IDS = frozenset(id(t) for t in SCALAR_TYPES)
@@ -161,8 +168,13 @@ def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
     dim = layout.dims[k]
     if type(dim) is not Dim or dim._fields != _DIM_FIELDS or dim.kind is not None:
         return None  # a fact_of dim: the kind's own code computes it
-    if dim.source is not None or dim.union is not None:
-        return None  # a derived source's fact (``x.dtype``), a union dim: Python computes it
+    if dim.source is not None:
+        return None  # a derived source's fact (``x.dtype``): the Python code reads it
+    if dim.union is not None:
+        branches = _union_code(dim.union)
+        if branches is None:
+            return None
+        return (dim.position, PRE_NONE, 0, EXPR_UNION, None, (), branches)
     spec = dim.spec
     if spec is None:
         return None
@@ -200,6 +212,45 @@ def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
         if expr == EXPR_LEN and (reach is None or not reach <= _LEN_IDS):
             return None  # len only of builtin containers
     return (dim.position, pre, typed_part, expr, tid, tuple(sorted(gate)), extra)
+
+
+def _fact_code(spec: DispatchFact, reach: Optional[frozenset[int]]) -> Optional[tuple[int, Any]]:
+    """``(expr code, options)`` of a declared fact's key part for values of the types
+    ``reach`` (None: any type), or None when the C path does not compute it."""
+    known = _FACTS.get(spec.name)
+    if known is not None and spec == known[0]:
+        expr, extra = known[1], ()
+    else:
+        called = _fact_call(spec)
+        if called is None:
+            return None
+        expr, extra = called
+    if expr == EXPR_VALUE and (reach is None or not reach <= _SCALAR_IDS):
+        return None  # hashed only for builtin scalars
+    if expr == EXPR_LEN and (reach is None or not reach <= _LEN_IDS):
+        return None  # len only of builtin containers
+    return expr, extra
+
+
+def _union_code(union: tuple[tuple[int, str], ...]) -> Optional[tuple[Any, ...]]:
+    """The branches of a union dim ([Note: Union dims]), in the generated code's order:
+    ``(type ids, expr code, options)`` each; None when one is not computed here."""
+    by_fact: dict[str, set[int]] = {}
+    for tid, fact in union:
+        by_fact.setdefault(fact, set()).add(tid)
+    branches = []
+    for fact, tids in sorted(by_fact.items()):
+        spec = dispatch_fact(fact)
+        if spec is None or not spec.typed:
+            return None
+        if spec.expr is None:
+            branches.append((tuple(sorted(tids)), EXPR_NONE, ()))
+            continue
+        code = _fact_code(spec, frozenset(tids))
+        if code is None:
+            return None
+        branches.append((tuple(sorted(tids)), code[0], code[1]))
+    return tuple(branches)
 
 
 def _fact_call(spec: DispatchFact) -> Optional[tuple[int, tuple[Any, ...]]]:
