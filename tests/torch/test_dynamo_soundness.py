@@ -581,6 +581,39 @@ class TestClassLevel:
         Child.scale = lambda self, x: x - 4  # type: ignore[method-assign]
         same(cf(X), X - 4)
 
+    def test_method_of_repeated_layer_class_replaced(self) -> None:
+        """A method of a class used by several layers (checked once for all of them)
+        replaced, then a layer swapped for a subclass that overrides it."""
+
+        class Layer(torch.nn.Module):
+            def scale(self, x: Any) -> Any:
+                return x * 2
+
+            def forward(self, x: Any) -> Any:
+                return self.scale(x)
+
+        class Other(Layer):
+            def scale(self, x: Any) -> Any:
+                return x + 100
+
+        class M(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.layers = torch.nn.ModuleList(Layer() for _ in range(3))
+
+            def forward(self, x: Any) -> Any:
+                for layer in self.layers:
+                    x = layer(x)
+                return x
+
+        m = M()
+        cf = jgt.compile(m)
+        same(cf(X), m(X))
+        Layer.scale = lambda self, x: x - 1  # type: ignore[method-assign]
+        same(cf(X), m(X))
+        m.layers[2] = Other()
+        same(cf(X), m(X))
+
     def test_middle_class_shadows_method(self) -> None:
         """A class between an argument's type and the base that defines a method gains its
         own version of it."""

@@ -1,9 +1,10 @@
 """The layout of index keys and the code generated for it: the dispatcher (the specialized
 function itself) and the careful key function.
 
-May import: compiler.codecache, cache.signature, cache.entry, cache.layout.
+May import: compiler.codecache, cache.signature, cache.entry, cache.layout, cache.fast.
 
-The layouts and the key expressions themselves are made in ``cache.layout``.
+The layouts and the key expressions themselves are made in ``cache.layout``; the optional C
+hot path in ``cache.fast`` ([Note: The C hot path]).
 
 # [Note: Key layout]
 # Keys are laid out per snapshot (``Layout``) to keep the hit path short:
@@ -59,6 +60,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from ..compiler.codecache import compile_generated, forget, generated_filename
+from . import fast
 from .entry import MISS_SLOT, CacheEntry, Slot
 from .layout import Layout, compute_layout, key_code, reads_code, typed_of
 from .signature import Signature
@@ -218,7 +220,9 @@ class Dispatcher:
     ``keycode(layout)`` returns the generated code for a layout (compiling a new
     generation when it changes); ``install(keycode, index)`` publishes a snapshot's index,
     swapping the function's ``__code__`` when its generation is not the installed one.
-    ``source`` is the dispatcher's current source text.
+    ``source`` is the dispatcher's current source text. ``public`` is what ``specialize``
+    returns: the C ``Dispatch`` object in front of ``function`` when the C hot path is on
+    (``fast``; [Note: The C hot path]), else ``function`` itself.
     """
 
     def __init__(self, sig: Signature, name: str, miss: Callable[..., Any], *,
@@ -247,6 +251,11 @@ class Dispatcher:
         self.function: Callable[..., Any] = self.ns[f"{p}fn{first.generation}"]
         self.function.__code__ = first.code
         self._current = first
+        # ---- the C hot path ([Note: The C hot path]): a separate hook, see install ----
+        self.tick = tick
+        self.fast: Optional[Any] = fast.wrap(self.function, sig, miss)
+        self.public: Callable[..., Any] = self.fast if self.fast is not None else self.function
+        self._install_fast(first, self.ns[first.index_name])
 
     def keycode(self, layout: Layout) -> KeyCode:
         current = self._current
@@ -394,6 +403,18 @@ class Dispatcher:
             self._current = keycode
             if old is not None and old.index_name != keycode.index_name:
                 self.ns[old.index_name] = empty_index()
+        self._install_fast(keycode, index)
+
+    def _install_fast(self, keycode: KeyCode, index: dict[Any, Any]) -> None:
+        """The C hot path's side of ``install``: the same layout and index dict."""
+        if self.fast is not None:
+            fast.install(self.fast, fast.state_for(keycode.layout, keycode.nested, index,
+                                                   LINEAR, FOLLOWERS, self.tick))
+
+    @property
+    def c_path(self) -> bool:
+        """Whether calls go through the C hot path first ([Note: The C hot path])."""
+        return self.fast is not None
 
     @property
     def source(self) -> str:

@@ -3,7 +3,7 @@ attribute (``GuardBuilder.TYPE_MATCH`` ...). The kinds on values and containers 
 those on types and identity in ``identity_kinds``, GLOBAL_STATE in ``global_state_kind``,
 what a constant is and strict equality in ``constants``.
 
-May import: _util, errors, compiler.values, compiler.kinds, compiler.constants,
+May import: _util, errors, compiler.values, compiler.kinds, compiler.constants, compiler.array_facts,
 compiler.identity_kinds, compiler.global_state_kind.
 
 Failure texts follow the forms users know from torch.compile: ``L['n'] == 7 failed: got 8``,
@@ -19,9 +19,11 @@ from typing import Any, Optional
 
 from .._util import is_scalar_type
 from ..errors import GuardKindError
+from .array_facts import dtype_key
 from .constants import (
     EXACT_EQ_TYPES,
     is_constant,
+    is_dtype,
     is_enum_member,
     needs_strict,
     one_of,
@@ -49,6 +51,7 @@ from .kinds import (
     FACT_TYPE_KEYS,
     FACT_TYPE_LEN,
     FACT_VALUE,
+    DispatchFact,
     EmitContext,
     GuardKind,
     register_guard_kind,
@@ -89,6 +92,12 @@ def _read_len(value: Any) -> str:
 # ---- values -----------------------------------------------------------------------------
 
 
+# A numpy dtype constant's fact: its class (by id, tested first) and its dtype_key, whose
+# equality is exactly strict_equal's for dtypes ([Note: Array facts]).
+FACT_DTYPE = DispatchFact("dtype", "{dtype_key}({v})", typed="id", gate="types", spread=True,
+                          consts=(("dtype_key", dtype_key),))
+
+
 class EqualsMatch(GuardKind):
     """The value equals a constant, with the same exact type (``1``, ``1.0`` and ``True``
     differ; NaN matches NaN; ``0.0`` and ``-0.0`` differ; an enum member matches only
@@ -96,7 +105,7 @@ class EqualsMatch(GuardKind):
 
     name = "EQUALS_MATCH"
     specificity = 8
-    dispatch_facts = (FACT_VALUE,)
+    dispatch_facts = (FACT_VALUE, FACT_DTYPE)
     cost = 3
 
     def expect(self, value: Any, guard: Any, **options: Any) -> Any:
@@ -137,6 +146,8 @@ class EqualsMatch(GuardKind):
     def fact(self, params: Any) -> Optional[tuple[str, Hashable]]:
         if is_enum_member(params):
             return ("id", id(params))
+        if is_dtype(params):
+            return ("dtype", (id(type(params)), dtype_key(params)))
         if needs_strict(params) or not is_scalar_type(type(params)):
             return None
         return ("value", (type(params), params))
@@ -144,6 +155,8 @@ class EqualsMatch(GuardKind):
     def fact_of(self, fact: str, value: Any) -> Hashable:
         if fact == "id":
             return id(value)
+        if fact == "dtype":
+            return (id(type(value)), dtype_key(value))
         return (type(value), value)
 
 

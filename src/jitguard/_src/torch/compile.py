@@ -72,6 +72,7 @@ from ..guards import Source
 from ..sources import GlobalSource, GlobalStateSource, LocalSource
 from . import adapter
 from .compiled import CompiledFunction, EntryInfo
+from .convert import GLOBALS_SELF
 from .delegated import Delegation
 from .state import DTYPE_STATES
 
@@ -284,6 +285,9 @@ class DynamoCache(FunctionCache):
         compiler.cache = self
         f_globals = getattr(fn, "__globals__", None)
         if isinstance(f_globals, dict):
+            # bound here too, not only by a conversion that needs it: an entry loaded from a
+            # store reads it ([Note: Builtins a global may shadow])
+            f_globals.setdefault(GLOBALS_SELF, f_globals)
             if getattr(fn, "__closure__", None):
                 # closure guards read the cells through the function, found as a global
                 name = f"__jitguard_fn_{next(_fn_ids)}"

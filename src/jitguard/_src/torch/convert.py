@@ -58,7 +58,10 @@ comparison, the default).
 #     accepted with the old behaviour baked in. So each source with such guards also gets
 #     jitguard's own CLASS_ATTRS_MATCH over the same names: no class before the one that
 #     held it in the MRO has the name now, and that class still holds the very object
-#     (by identity). Stricter than torch, listed in ``stricter``.
+#     (by identity). Stricter than torch, listed in ``stricter``. Where several sources
+#     look up the same names on one type that TYPE_MATCH pins on each (the ten Linear
+#     layers of a model), the lookups are checked once, on the first of them: they are a
+#     property of the class.
 #   * [Note: Builtins a global may shadow] Dynamo reads a builtin the code names through
 #     the builtins dict (``G['__builtins_dict___0']['abs']``, BUILTIN_MATCH) and guards
 #     that dict's entry, not that the module has no global of that name: ``abs = g`` at
@@ -163,6 +166,7 @@ class _Context:
         self.aliasing: list[Source] = []
         self.not_present: dict[Source, tuple[list[str], Any]] = {}
         self.class_attrs: dict[Source, list[str]] = {}
+        self.class_types: dict[Source, type] = {}
         self.builtins: list[str] = []
         self.f_globals: Optional[dict[str, Any]] = None  # the function's, when given
         self.global_state = False
@@ -250,12 +254,20 @@ _ON_NAMESPACE = frozenset({"DICT_CONTAINS", "DICT_NOT_CONTAINS"})
 
 def _finish(ctx: _Context) -> None:
     _tensor_guards(ctx)
+    # sources whose type a TYPE_MATCH pins: a class-level lookup checked on one of them
+    # holds for all the others of that type
+    typed = {g.originating_source for g in ctx.out.guards if g.create_fn is GuardBuilder.TYPE_MATCH}
+    done: set[tuple[type, tuple[str, ...]]] = set()
     for source, (attrs, stack) in ctx.not_present.items():
         fn = functools.partial(GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT, attrs=tuple(attrs))
         ctx.add(source, fn, stack)
         if source in ctx.class_attrs:
             # [Note: Attributes resolved through the class]
             attrs = ctx.class_attrs[source]
+            key = (ctx.class_types[source], tuple(attrs))
+            if key in done and source in typed:
+                continue  # the same lookups on the same pinned type: checked once
+            done.add(key)
             fn = functools.partial(GuardBuilder.CLASS_ATTRS_MATCH, attrs=tuple(attrs))
             ctx.add(source, fn, stack)
             ctx.out.stricter.append(
@@ -391,6 +403,7 @@ def _not_present(ctx: _Context, p: adapter.EntryParts, src: Source) -> None:
     attrs.append(attr)
     if p.has_value:
         ctx.class_attrs.setdefault(src, []).append(attr)
+        ctx.class_types[src] = type(p.value)
 
 
 #: The global under which jitguard.torch.compile binds a function's globals dict to itself,
