@@ -450,3 +450,20 @@ def test_dtype_arguments_are_guarded_by_value() -> None:
     cache = cache_of(f)
     assert cache.stats().compiles == 5 and cache.stats().hits == 2
     assert cache.dispatcher.source.splitlines()[0].rstrip().endswith("dims [d:dtype], exact")
+
+
+def test_structured_dtype_renamed_in_place_misses() -> None:
+    """A structured dtype whose field names are assigned in place is a new dtype to the
+    guard and the dispatcher: the entry for the old names is never used again."""
+    dt = np.dtype([("a", "f8"), ("b", "i4")])
+    arr = np.zeros(2, dt)
+    check = check_on(arr)
+    assert accepts(check, arr)
+    f = specialize(lambda x: x.dtype.names, policy=_types_policy(), recompile_limit=None,
+                   global_state=False)
+    assert f(arr) == ("a", "b") and f(arr) == ("a", "b")
+    arr.dtype.names = ("x", "y")  # the same dtype object, renamed
+    assert dtype_key(arr.dtype) != dtype_key(np.dtype([("a", "f8"), ("b", "i4")]))
+    assert not accepts(check, arr)
+    assert f(arr) == ("x", "y")
+    assert cache_of(f).stats().compiles == 2

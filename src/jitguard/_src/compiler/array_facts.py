@@ -113,8 +113,10 @@ def _bind(np: Any) -> None:
 
 # ---- dtypes ----------------------------------------------------------------------------
 
-# id(dtype) -> (dtype, key), for dtypes without metadata anywhere (a dtype is immutable; it
-# is held here so its id stays its own). Cleared when it grows past _DTYPE_CACHE_MAX.
+# id(dtype) -> (dtype, key), for dtypes without metadata or fields anywhere (such a dtype is
+# immutable; it is held here so its id stays its own). Cleared when it grows past
+# _DTYPE_CACHE_MAX. A structured dtype is never cached: its field names can be assigned in
+# place (``d.names = ...``), which would leave a cached key stale.
 _dtype_keys: dict[int, tuple[Any, tuple[Any, ...]]] = {}
 _DTYPE_CACHE_MAX = 4096
 
@@ -127,11 +129,12 @@ def _metadata(d: Any) -> Optional[tuple[Any, ...]]:
 
 
 def _key(d: Any) -> tuple[tuple[Any, ...], bool]:
-    """(dtype_key(d), whether metadata appears anywhere in it)."""
+    """(dtype_key(d), whether it may change in place: metadata or fields anywhere in it)."""
     meta = _metadata(d)
     has_meta = meta is not None
     names = d.names
     if names is not None:
+        has_meta = True  # d.names can be assigned: a mutable key, never cached
         fields = []
         for name in names:
             spec = d.fields[name]
@@ -157,7 +160,7 @@ def dtype_key(d: Any) -> tuple[Any, ...]:
     if hit is not None and hit[0] is d:
         return hit[1]
     key, has_meta = _key(d)
-    if not has_meta:  # metadata values may be mutable objects: never cached
+    if not has_meta:  # metadata values and field names can change in place: never cached
         if len(_dtype_keys) >= _DTYPE_CACHE_MAX:
             _dtype_keys.clear()
         _dtype_keys[id(d)] = (d, key)
