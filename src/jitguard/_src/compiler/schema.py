@@ -1,6 +1,6 @@
 """The versioned JSON form of a compiled guard set: ``export_guards`` / ``import_guards``.
 
-May import: errors, guards, sources, compiler.*.
+May import: errors, guards, sources, global_state, compiler.*.
 
 # [Note: Guard set schema]
 # A guard set is written as one JSON document (``schema_version`` 1, described by the JSON
@@ -21,6 +21,21 @@ May import: errors, guards, sources, compiler.*.
 #     guards; compiling them (``compile_guard_records``) is refused with the reason.
 #   * Importing looks classes, functions and modules up in ``sys.modules`` only: a document
 #     never makes jitguard import anything.
+#   * Types with no dataclass form (``torch.dtype``, a spec holding a C++ checker or a weak
+#     reference) are written through a codec (``register_schema_codec``): ``encode`` gives
+#     a writable value, ``decode`` rebuilds the object from it (``{"$": "codec", ...}``).
+#     A GLOBAL_STATE snapshot is written as its states' names and values; reading it back
+#     needs the same guarded states registered ([Note: Portable global state]).
+#
+# [Note: Re-binding by name]
+# A class, function, module, builtin (``torch.relu``: found at ``torch.relu`` though its
+# qualname is ``_VariableFunctionsClass.relu``) or a module-level function's code object
+# (``F.layer_norm.__code__``) is written by where it lives and read back as the object
+# living there in the reading process. That is the meaning an identity guard on such an
+# object has in a new process: "the object the program was built against, found again by
+# name". It is sound only if the thing found again is the same program text: a guard set
+# never carries code, so whoever stores an artifact alongside it must check that the code
+# it was built from is unchanged (jitguard.torch.compile does: [Note: Stored captures]).
 # A document of a newer ``schema_version`` is refused with ``GuardSchemaError``.
 """
 
@@ -33,7 +48,7 @@ import json
 import math
 import sys
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 from ..errors import GuardSchemaError
@@ -52,6 +67,7 @@ __all__ = [
     "guard_schema",
     "guards_to_json",
     "import_guards",
+    "register_schema_codec",
     "register_schema_type",
 ]
 
@@ -92,6 +108,24 @@ def register_schema_type(tp: type) -> type:
         raise TypeError(f"register_schema_type takes a dataclass or NamedTuple, got {tp!r}")
     _record_types[_class_key(tp)] = tp
     return tp
+
+
+_codecs: dict[type, tuple[str, Callable[[Any], Any]]] = {}
+_decoders: dict[str, Callable[[Any], Any]] = {}
+
+
+def register_schema_codec(
+    tp: type, encode: Callable[[Any], Any], decode: Callable[[Any], Any],
+    *, name: Optional[str] = None,
+) -> None:
+    """Let guard-set documents hold instances of exactly ``tp``: ``encode(obj)`` returns a
+    writable value (raising ``TypeError`` when this object has none: its guard is then
+    not portable, with that message as the reason), ``decode(value)`` rebuilds the object
+    (raising ``GuardSchemaError``/``ValueError`` when it cannot). ``name`` (default
+    ``module:qualname`` of ``tp``) is what the document records."""
+    key = name or _class_key(tp)
+    _codecs[tp] = (key, encode)
+    _decoders[key] = decode
 
 
 def _is_namedtuple(tp: Any) -> bool:
@@ -161,6 +195,14 @@ def _encode(value: Any) -> Any:
         if not is_long_lived(tp):
             raise _Unencodable(f"a member of {type_name(tp)}, a class of this process")
         return {"$": "enum", "class": _class_key(tp), "member": value.name}
+    codec = _codecs.get(tp)
+    if codec is not None:
+        key, encode = codec
+        try:
+            raw = encode(value)
+        except TypeError as e:
+            raise _Unencodable(str(e)) from None
+        return {"$": "codec", "type": key, "value": _encode(raw)}
     if _class_key(tp) in _record_types:
         if _is_namedtuple(tp):
             fields = dict(zip(tp._fields, value, strict=True))
@@ -171,7 +213,8 @@ def _encode(value: Any) -> Any:
             "class": _class_key(tp),
             "fields": {k: _encode(v) for k, v in fields.items()},
         }
-    if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
+    if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType,
+                          types.CodeType)):
         return _encode_ident(Ident(value))
     raise _Unencodable(f"a {type_name(tp)} (no JSON form; see register_schema_type)")
 
@@ -186,7 +229,36 @@ def _encode_ident(ident: Ident) -> Any:
         return {"$": "object", "module": obj.__name__}
     if is_long_lived(obj):
         return {"$": "object", "class": f"{obj.__module__}:{obj.__qualname__}"}
+    home = _home_by_name(obj)
+    if home is not None:  # [Note: Re-binding by name]
+        return home
     raise _Unencodable(f"a {ident.type_name} of this process, held by identity", ident.id)
+
+
+def _home_by_name(obj: Any) -> Optional[dict[str, Any]]:
+    """Where a builtin exported under another name, or a module-level function's code
+    object, is found again ([Note: Re-binding by name]); None if nowhere."""
+    if isinstance(obj, types.BuiltinFunctionType):
+        module = getattr(obj, "__module__", None)
+        name = getattr(obj, "__name__", None)
+        mod = sys.modules.get(module) if isinstance(module, str) else None
+        if mod is not None and isinstance(name, str) and vars(mod).get(name) is obj:
+            return {"$": "object", "class": f"{module}:{name}"}
+        return None
+    if isinstance(obj, types.CodeType):
+        qualname = getattr(obj, "co_qualname", obj.co_name)
+        if "<" in qualname:
+            return None
+        for mod_name, mod in list(sys.modules.items()):
+            if getattr(mod, "__file__", None) != obj.co_filename:
+                continue
+            try:
+                fn = _lookup(mod_name, qualname)
+            except GuardSchemaError:
+                continue
+            if getattr(fn, "__code__", None) is obj:
+                return {"$": "object", "code": f"{mod_name}:{qualname}"}
+    return None
 
 
 def _decode(data: Any, where: str) -> Any:
@@ -228,6 +300,12 @@ def _decode(data: Any, where: str) -> Any:
                 if obj is None:
                     raise GuardSchemaError(f"{where}: module {data['module']} is not loaded")
                 return Ident(obj)
+            if "code" in data:
+                module, _, qualname = data["code"].partition(":")
+                code = getattr(_lookup(module, qualname), "__code__", None)
+                if not isinstance(code, types.CodeType):
+                    raise GuardSchemaError(f"{where}: {data['code']} is not a Python function")
+                return Ident(code)
             module, _, qualname = data["class"].partition(":")
             return Ident(_lookup(module, qualname))
         if tag == "source":
@@ -241,6 +319,17 @@ def _decode(data: Any, where: str) -> Any:
                 )
             fields = {k: _decode(v, where) for k, v in data["fields"].items()}
             return tp(**fields)
+        if tag == "codec":
+            decode = _decoders.get(data["type"])
+            if decode is None:
+                raise GuardSchemaError(
+                    f"{where}: no codec for {data['type']} in this process (import the "
+                    f"module that registers it: register_schema_codec)"
+                )
+            try:
+                return decode(_decode(data["value"], where))
+            except GuardSchemaError as e:
+                raise GuardSchemaError(f"{where}: {e}") from None
         if tag == "not_portable":
             return NotPortable(data["type"], data.get("id"))
     except GuardSchemaError:
@@ -482,3 +571,59 @@ def guard_schema() -> dict[str, Any]:
     return schema
 
 
+
+
+# ---- [Note: Portable global state] -----------------------------------------------------
+# A GLOBAL_STATE snapshot is written as the names of the states it guards and their
+# values. Reading it rebuilds the snapshot over this process's registered states of those
+# names: a name not registered here, or a guarded state registered here that the document
+# does not name, makes the guard unreadable (a state the writer did not guard may be one
+# the artifact depends on). A group checker is used only when every member's value now is
+# the recorded one (its snapshot then pins exactly the recorded values); otherwise those
+# states are compared one by one against the recorded values.
+
+
+def _encode_snapshot(snap: Any) -> Any:
+    return [[state.name, value] for state, value in snap.values]
+
+
+def _decode_snapshot(data: Any) -> Any:
+    from ..global_state import GlobalStateSnapshot, global_states
+
+    names = [str(name) for name, _ in data]
+    recorded = dict((str(n), v) for n, v in data)
+    missing = {s.name for s in global_states.guarded()} - set(names)
+    if missing:
+        raise GuardSchemaError(
+            f"GLOBAL_STATE does not cover the state(s) {sorted(missing)} guarded in this "
+            f"process; the stored entry may depend on them"
+        )
+    try:
+        states = global_states.named(names)
+    except Exception as e:
+        raise GuardSchemaError(f"GLOBAL_STATE: {e}") from None
+    values = tuple((s, recorded[s.name]) for s in states)
+    checks = []
+    covered: set[int] = set()
+    for group in global_states.covering(states):
+        try:
+            same = all(m.read() == recorded[m.name] for m in group.members)
+        except Exception:
+            same = False
+        if same:
+            checks.append((group, group.snapshot()))
+            covered.update(id(m) for m in group.members)
+    rest = tuple((s, v) for s, v in values if id(s) not in covered)
+    return GlobalStateSnapshot(values, tuple(checks), rest)
+
+
+def _register_core_types() -> None:
+    from ..global_state import GlobalStateSnapshot
+    from .python_kinds import _AttrsSpec
+
+    register_schema_codec(GlobalStateSnapshot, _encode_snapshot, _decode_snapshot,
+                          name="jitguard:GlobalStateSnapshot")
+    register_schema_type(_AttrsSpec)
+
+
+_register_core_types()
