@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ArtifactError",
     "CaptureError",
     "GuardCompileError",
     "GuardKindError",
@@ -121,3 +122,9 @@ class CaptureError(JitGuardError, RuntimeError):
 class GuardMismatchError(JitGuardError, AssertionError):
     """Verify mode: jitguard's check and torch's own guard tree disagree about a call (the
     message gives both explanations)."""
+
+
+class ArtifactError(JitGuardError, ValueError):
+    """A compiled artifact cannot be stored, or a stored one cannot be used in this process;
+    the message says why (a backend torch cannot serialize, code changed since it was
+    stored, ...)."""

@@ -131,6 +131,8 @@ class Captured:
     freevars: tuple[str, ...]
     closure: tuple[Any, ...]
     installed: tuple[str, ...] = ()  # the globals that hold this capture's compiled graph
+    saved: Optional["SavedCapture"] = None  # with saving=True: what serializing needs
+    unsaved: Optional[str] = None  # with saving=True: why it cannot be serialized
 
 
 def _capture_contexts(stack: ExitStack, dynamic: Optional[bool]) -> None:
@@ -151,10 +153,13 @@ def capture(
     *,
     dynamic: Optional[bool] = None,
     full_tree: bool = False,
+    saving: bool = False,
 ) -> Captured:
     """Capture ``fn(*args, **kwargs)`` as one graph, compile it with ``backend`` and build
     its guards ([Note: Capturing with Dynamo]). ``keep(entries)`` says which guards torch's
-    tree keeps. Raises one of ``GRAPH_BREAKS`` when there is no single graph."""
+    tree keeps. Raises one of ``GRAPH_BREAKS`` when there is no single graph. ``saving``:
+    compile the graph as ``aot_compile_fullgraph`` does, so that it can be serialized
+    (``Captured.saved``, or ``Captured.unsaved`` saying why not)."""
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"capture needs a Python function, got {fn!r}")
     seen: list[Any] = []
@@ -171,12 +176,18 @@ def capture(
         gco = out.graph_capture_output
         bi = out.backend_input
         gm = None
+        saved: Optional[SavedCapture] = None
+        unsaved: Optional[str] = None
         if bi is not None:
             gm = bi.graph_module
             tc = torch._guards.TracingContext(bi.fake_mode)
             tc.tensor_to_context = bi.tensor_to_context
-            with torch._guards.tracing(tc):
+            with torch._guards.tracing(tc), ExitStack() as saving_config:
+                if saving:
+                    saving_config.enter_context(torch._functorch.config.patch(_SAVING_CONFIG))
                 compiled = backend(gm, bi.example_inputs)
+            if saving:
+                saved, unsaved = _saved(gco, bi, gm, compiled)
             # Dynamo installed the graph module under this name; the backend's callable
             # runs instead.
             gco.f_globals[bi.backend_id] = compiled
@@ -191,6 +202,8 @@ def capture(
                     hooks=Hooks(guard_filter_fn=lambda es: [True] * len(es)),
                     save=False,
                 ).guard_manager
+    if saving and bi is None:
+        unsaved = "the capture made no graph"
     program = types.FunctionType(gco.bytecode, gco.f_globals, fn.__name__, gco.argdefs, gco.closure)
     if gco.kwdefaults:
         program.__kwdefaults__ = dict(gco.kwdefaults)
@@ -206,7 +219,91 @@ def capture(
         freevars=fn.__code__.co_freevars,
         closure=tuple(fn.__closure__ or ()),
         installed=(bi.backend_id,) if bi is not None else (),
+        saved=saved,
+        unsaved=unsaved,
     )
+
+
+# ---- [Note: Stored captures], torch's side -----------------------------------------------
+
+# What ``aot_compile_fullgraph`` sets while the backend compiles, so that an AOTAutograd
+# backend ("aot_eager", "inductor") returns a compiled function with a ``serialize``.
+_SAVING_CONFIG = {
+    "strict_autograd_cache": True,
+    "bypass_autograd_cache_key": True,
+    "bundled_autograd_cache": True,
+    "force_non_lazy_backward_lowering": True,
+    "force_autograd_cache": True,
+}
+
+
+@dataclasses.dataclass
+class SavedCapture:
+    """What serializing one capture needs: the program's bytecode, the module aliases and
+    builtins dicts it reads as globals, the name it calls its compiled graph by, the
+    compiled graph in torch's serializable form, and every code object Dynamo traced."""
+
+    bytecode: types.CodeType
+    import_sources: dict[str, str]
+    builtins_dicts: dict[str, Any]
+    backend_id: str
+    compiled: Any  # a torch._dynamo.aot_compile_types.SerializableCallable
+    traced_code: tuple[types.CodeType, ...]
+
+
+def _saved(gco: Any, bi: Any, gm: torch.fx.GraphModule,
+           compiled: Any) -> tuple[Optional[SavedCapture], Optional[str]]:
+    from torch._dynamo.aot_compile_types import (
+        BundledAOTAutogradSerializableCallable,
+        GraphModuleSerializableCallable,
+        SerializableCallable,
+    )
+
+    if next(gm.parameters(), None) is not None or next(gm.buffers(), None) is not None:
+        # their values would be stored with the graph instead of read from the module
+        return None, "the graph holds parameters or buffers of its own"
+    if isinstance(compiled, SerializableCallable):
+        serializable: Any = compiled
+    elif getattr(compiled, "serialize", None) is not None:
+        serializable = BundledAOTAutogradSerializableCallable(compiled)
+    elif compiled is gm or compiled == gm.forward:
+        serializable = GraphModuleSerializableCallable(gm)
+    else:
+        return None, f"the backend returned a {type(compiled).__qualname__}, which torch cannot serialize"
+    env = gco.get_runtime_env()
+    builtins_dicts = {k: v for k, v in env.used_globals.items() if k.startswith("__builtins_dict__")}
+    return SavedCapture(env.bytecode, dict(env.import_sources), builtins_dicts, bi.backend_id,
+                        serializable, tuple(gco.traced_code)), None
+
+
+def dump_compiled(compiled: Any) -> tuple[Any, bytes]:
+    """torch's serialized form of a compiled graph: (its deserializer, bytes)."""
+    cls = type(compiled)
+    return cls.deserialize_compile_artifacts, cls.serialize_compile_artifacts(compiled)
+
+
+def load_compiled(deserializer: Any, data: bytes) -> Any:
+    """The compiled graph ``dump_compiled`` wrote (as ``AOTCompiledFunction.deserialize``
+    loads it)."""
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(enable_autograd_for_aot=True):
+        return deserializer(data)
+
+
+def dump_code(code: types.CodeType) -> Any:
+    """A picklable form of a code object (torch's ``SerializedCode``)."""
+    from torch._dynamo.package import SerializedCode
+
+    return SerializedCode.from_code_object(code)
+
+
+def load_code(data: Any) -> types.CodeType:
+    from torch._dynamo.package import SerializedCode
+
+    if not isinstance(data, SerializedCode):
+        raise TypeError(f"expected a SerializedCode, got {type(data).__name__}")
+    return SerializedCode.to_code_object(data)
 
 
 _reset_callbacks: list[Callable[[], None]] = []

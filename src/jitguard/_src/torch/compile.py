@@ -65,10 +65,10 @@ from ..cache.request import CompileRequest
 from ..cache.specialize import FunctionCache
 from ..cache.stance import no_recompiles
 from ..cache.stats import CacheStats
-from ..errors import CaptureError, GuardMismatchError
+from ..errors import ArtifactError, CaptureError, GuardMismatchError
 from ..guards import Source
 from ..sources import GlobalSource, GlobalStateSource, LocalSource
-from . import adapter
+from . import adapter, stored
 from .compiled import CompiledFunction, EntryInfo
 from .delegated import Delegation
 
@@ -115,6 +115,11 @@ class TorchCompiler:
         # for closure guards), removed when the cache dies ([Note: Shared entries])
         self.installed: list[str] = []
         self.function_source: Optional[Source] = None
+        self.fn: Optional[types.FunctionType] = None
+        # [Note: Stored captures]: with a store, each capture is compiled to be serialized;
+        # ``saved`` maps an artifact to what serializing it needs, or why it cannot be
+        self.saving = False
+        self.saved: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
     # ---- verify mode, on a miss -----------------------------------------------------------
     def _verify_miss(self, request: CompileRequest) -> None:
@@ -153,7 +158,7 @@ class TorchCompiler:
         try:
             cap = adapter.capture(
                 request.fn, args, kwargs, self.backend_fn, keep,  # type: ignore[arg-type]
-                dynamic=self.dynamic, full_tree=self.verify,
+                dynamic=self.dynamic, full_tree=self.verify, saving=self.saving,
             )
         except Exception as e:
             if not adapter.is_capture_failure(e):
@@ -176,9 +181,48 @@ class TorchCompiler:
             self._delegate(request, info)
         info.forget_entries()
         cap.fn = adapter.without_function_modes(cap.fn)
-        if self.verify:
-            return info.verified(self.where, request.signature.bind)
-        return cap.fn
+        artifact = info.verified(self.where, request.signature.bind) if self.verify else cap.fn
+        if self.saving:
+            self.saved[artifact] = (
+                f"{sum(cap.kept)} of its guards are checked by torch's guard tree, which is "
+                f"not stored" if cap.tree is not None else (cap.saved or cap.unsaved)
+            )
+            cap.saved = None
+        return artifact
+
+    # ---- the store's side ([Note: Stored captures]) ---------------------------------------
+    def serialize(self, artifact: Any) -> bytes:
+        """The bytes of an entry's artifact: torch's serialized program and graph. Raises
+        ``ArtifactError`` saying why when this entry cannot be stored."""
+        saved = self.saved.get(artifact) if _weakrefable(artifact) else None
+        if saved is None:
+            raise ArtifactError(f"{self.where}: this entry runs the function eagerly (its "
+                                f"capture failed) or was not compiled for a store")
+        if isinstance(saved, str):
+            raise ArtifactError(f"{self.where}: {saved}")
+        assert self.fn is not None
+        return stored.dump(saved, self.fn)
+
+    def deserialize(self, data: bytes, fn: Any) -> Callable[..., Any]:
+        """The program of a stored entry, over ``fn``'s live globals (its guards are the
+        store's to check). Raises ``ArtifactError`` when it cannot be used here."""
+        return stored.load(data, fn, self.installed)
+
+    def store_environment(self) -> dict[str, str]:
+        """What a stored entry's key holds besides the function: torch's version, the
+        backend and options, the CPU capability and any CUDA device."""
+        env = {
+            "torch": torch.__version__,
+            "backend": adapter.backend_name(self.backend),
+            "fullgraph": str(self.fullgraph),
+            "dynamic": str(self.dynamic),
+            "cpu": torch.backends.cpu.get_cpu_capability(),
+        }
+        if torch.cuda.is_available():
+            env["cuda"] = ",".join(
+                f"{torch.cuda.get_device_name(i)}:{torch.cuda.get_device_capability(i)}"
+                for i in range(torch.cuda.device_count()))
+        return env
 
     def _delegate(self, request: CompileRequest, info: EntryInfo) -> None:
         """[Note: Delegating to torch's guard tree]."""
@@ -221,6 +265,14 @@ class TorchCompiler:
         return request.fn
 
 
+def _weakrefable(obj: Any) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
+
+
 def _only_own_guards(entry: Any, info: EntryInfo, values: tuple[Any, ...]) -> bool:
     """Whether every guard of ``entry`` that rejects ``values`` is one jitguard checks more
     strictly than torch on purpose: GLOBAL_STATE (every registered state), or one the
@@ -261,6 +313,7 @@ class DynamoCache(FunctionCache):
         super().__init__(fn, compiler, recompile_limit=limit or adapter.recompile_limit(),
                          automatic_dynamic=False, policy=_NO_RULES, global_state=False)
         compiler.cache = self
+        compiler.fn = fn
         f_globals = getattr(fn, "__globals__", None)
         if isinstance(f_globals, dict):
             if getattr(fn, "__closure__", None):
