@@ -147,3 +147,48 @@ def test_capture_failures_and_user_errors_are_told_apart() -> None:
         adapter.capture(specializes, (x,), {}, adapter.resolve_backend("eager"),
                         lambda es: [True] * len(es))
     assert not adapter.is_capture_failure(info.value)
+
+
+def test_saving_capture_gives_torch_serializable_forms() -> None:
+    """``capture(saving=True)``: the backend compiles under the AOT-compile config, and the
+    capture holds the program's bytecode, its module aliases, the backend id, the traced
+    code and the compiled graph as torch's SerializableCallable."""
+    from torch._dynamo.aot_compile_types import SerializableCallable
+
+    for backend in ("eager", "aot_eager"):
+        cap = adapter.capture(_f, (torch.randn(3), 2), {}, adapter.resolve_backend(backend),
+                              lambda es: [False] * len(es), saving=True)
+        assert cap.unsaved is None and cap.saved is not None
+        assert isinstance(cap.saved.compiled, SerializableCallable)
+        assert cap.saved.backend_id in cap.saved.bytecode.co_names
+        assert _f.__code__ in cap.saved.traced_code
+    assert set(adapter._SAVING_CONFIG) <= set(torch._functorch.config.get_config_copy())
+
+
+def test_saving_refuses_an_unserializable_backend() -> None:
+    """A backend returning a plain callable cannot be serialized: ``unsaved`` says so."""
+    def backend(gm: Any, inputs: Any) -> Any:
+        return lambda *a: gm(*a)
+
+    cap = adapter.capture(_f, (torch.randn(3), 2), {}, backend, lambda es: [False] * len(es),
+                          saving=True)
+    assert cap.saved is None
+    assert cap.unsaved == "the backend returned a function, which torch cannot serialize"
+
+
+def test_compiled_graph_and_code_round_trip() -> None:
+    """``dump_compiled``/``load_compiled`` and ``dump_code``/``load_code`` give back a graph
+    computing the same values and an equal code object."""
+    import pickle
+
+    cap = adapter.capture(_f, (torch.randn(3), 2), {}, adapter.resolve_backend("eager"),
+                          lambda es: [False] * len(es), saving=True)
+    assert cap.saved is not None
+    deserializer, data = pickle.loads(pickle.dumps(adapter.dump_compiled(cap.saved.compiled)))
+    graph = adapter.load_compiled(deserializer, data)
+    x = torch.randn(3)
+    assert torch.equal(graph(x)[0], cap.saved.compiled(x)[0])
+    code = adapter.load_code(pickle.loads(pickle.dumps(adapter.dump_code(cap.saved.bytecode))))
+    assert code.co_code == cap.saved.bytecode.co_code and code.co_names == cap.saved.bytecode.co_names
+    with pytest.raises(TypeError, match="expected a SerializedCode"):
+        adapter.load_code(b"x")

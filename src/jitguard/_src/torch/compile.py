@@ -314,6 +314,8 @@ class DynamoCache(FunctionCache):
                          automatic_dynamic=False, policy=_NO_RULES, global_state=False)
         compiler.cache = self
         compiler.fn = fn
+        # the conversion's source classes must be loaded before stored guards are read
+        _converter()
         f_globals = getattr(fn, "__globals__", None)
         if isinstance(f_globals, dict):
             if getattr(fn, "__closure__", None):
