@@ -182,3 +182,38 @@ def test_not_present_in_generic_dict_round_trip() -> None:
     patched = torch.nn.Linear(2, 2)
     patched.forward = lambda x: x  # type: ignore[method-assign]
     assert same_verdicts(original, rebuilt, (torch.nn.Linear(3, 3),), (patched,)) == [True, False]
+
+
+def _dynamic(x: Any, y: Any) -> Any:
+    return (x * y)[: x.shape[0] // 2]
+
+
+def test_shape_env_round_trip() -> None:
+    """SHAPE_ENV guards of a dynamic capture (sympy expressions over sizes) come back as
+    expression trees and reject what the original rejects, with the same reasons."""
+    c: Any = jgt.compile(_dynamic, dynamic=True, isolate_recompiles=True)
+    c(torch.ones(4), torch.ones(4))
+    (entry,) = c.cache.entries()
+    doc = json.loads(json.dumps(jg.export_guards(entry.check)))
+    shape = [g for g in doc["guards"] if g["kind"] == "SHAPE_ENV"]
+    assert shape and all(g["portable"] for g in shape)
+    assert all(g["expect"]["items"][0]["$"] == "codec" for g in shape)
+    rebuilt = jg.compile_guard_records(jg.import_guards(doc), arg_names=entry.check.arg_names,
+                                       f_globals=globals())
+    assert len([ln for ln in rebuilt.source.splitlines() if "SHAPE_ENV" in ln]) == len(shape)
+    calls = [(torch.ones(9), torch.ones(9)), (torch.ones(9), torch.ones(8)),
+             (torch.ones(1), torch.ones(1))]
+    assert same_verdicts(entry.check, rebuilt, *calls) == [True, False, False]
+    assert str(rebuilt.explain(torch.ones(9), torch.ones(8))[0]).startswith(
+        "(L['y'].size()[0] == L['x'].size()[0]) failed: L['y'].size()[0] = 8, L['x'].size()[0] = 9")
+
+
+def test_sympy_decoding_builds_only_sympy_classes() -> None:
+    """A document naming a class that is not a loaded sympy class is refused: decoding
+    constructs sympy classes only."""
+    c: Any = jgt.compile(_dynamic, dynamic=True, isolate_recompiles=True)
+    c(torch.ones(4), torch.ones(4))
+    text = json.dumps(jg.export_guards(c.cache.entries()[0].check))
+    assert "sympy.core.relational:Equality" in text
+    with pytest.raises(jg.GuardSchemaError, match="os:system is not a loaded sympy class"):
+        jg.import_guards(text.replace("sympy.core.relational:Equality", "os:system"))

@@ -1,6 +1,6 @@
 """Portable torch guards: the guard-set document codecs of what torch kinds expect.
 
-May import: jitguard._src.errors, jitguard._src.compiler.schema, jitguard._src.compiler.values,
+May import: jitguard._src.errors, jitguard._src.guard_exprs, jitguard._src.compiler.schema, jitguard._src.compiler.values,
 jitguard._src.torch.tensor_match, jitguard._src.torch.batched, jitguard._src.torch.dynamo_kinds,
 torch.
 
@@ -24,7 +24,12 @@ torch.
 #     (a dynamic dim, a device absent here, a tensor subclass), the check uses the
 #     reference meaning in Python: the same verdicts, slower;
 #   * DIMENSION_DYNAMIC_MARKING and GLOBAL_STATE as records of plain values (the latter in
-#     the core: [Note: Portable global state]).
+#     the core: [Note: Portable global state]);
+#   * SHAPE_ENV's sympy expressions as trees: a symbol by its name and assumptions, an
+#     integer, rational or float by its value, anything else as its class (by
+#     ``module:qualname``) and its arguments. Reading one back constructs only classes
+#     that are loaded subclasses of ``sympy.Basic`` (sympy's own, torch's sympy functions),
+#     unevaluated where sympy allows; nothing is parsed or evaluated from text.
 # Identity guards on classes, functions, builtins and code objects re-bind by name
 # ([Note: Re-binding by name]); one on any other object stays not portable.
 """
@@ -38,6 +43,7 @@ import torch
 from ..compiler.schema import register_schema_codec, register_schema_type
 from ..compiler.values import Ident
 from ..errors import GuardSchemaError
+from ..guard_exprs import SLoc
 from .batched import BatchSpec, _TensorGuards
 from .dynamo_kinds import MarkingSpec
 from .tensor_match import TensorMatch, TensorSpec
@@ -138,6 +144,78 @@ def _decode_batch(specs: Any) -> BatchSpec:
     return BatchSpec(specs, rebuild_checker(specs))
 
 
+def _encode_sympy(expr: Any) -> Any:
+    if expr.is_Symbol:
+        return {"symbol": expr.name, "assumptions": dict(expr.assumptions0)}
+    if expr.is_Integer:
+        return {"int": int(expr)}
+    if expr.is_Rational:
+        return {"rational": [int(expr.p), int(expr.q)]}
+    if expr.is_Float:
+        return {"float": float(expr)}
+    if expr in (sympy_true(), sympy_false()):
+        return {"bool": bool(expr)}
+    cls = type(expr)
+    return {"call": f"{cls.__module__}:{cls.__qualname__}", "args": tuple(expr.args)}
+
+
+def sympy_true() -> Any:
+    import sympy
+
+    return sympy.true
+
+
+def sympy_false() -> Any:
+    import sympy
+
+    return sympy.false
+
+
+_sympy_classes: dict[str, type] = {}
+
+
+def _sympy_class(key: str) -> type:
+    import sympy
+
+    if key not in _sympy_classes:
+        todo, seen = [sympy.Basic], set()
+        while todo:
+            cls = todo.pop()
+            for sub in cls.__subclasses__():
+                if sub not in seen:
+                    seen.add(sub)
+                    todo.append(sub)
+                    _sympy_classes[f"{sub.__module__}:{sub.__qualname__}"] = sub
+    try:
+        return _sympy_classes[key]
+    except KeyError:
+        raise GuardSchemaError(f"{key} is not a loaded sympy class") from None
+
+
+def _decode_sympy(data: Any) -> Any:
+    import sympy
+
+    if not isinstance(data, dict):
+        raise GuardSchemaError(f"{data!r} is not a sympy expression")
+    if "symbol" in data:
+        return sympy.Symbol(str(data["symbol"]), **{str(k): bool(v) for k, v in data["assumptions"].items()})
+    if "int" in data:
+        return sympy.Integer(int(data["int"]))
+    if "rational" in data:
+        p, q = data["rational"]
+        return sympy.Rational(int(p), int(q))
+    if "float" in data:
+        return sympy.Float(float(data["float"]))
+    if "bool" in data:
+        return sympy.true if data["bool"] else sympy.false
+    cls = _sympy_class(str(data["call"]))
+    args = tuple(data["args"])
+    try:
+        return cls(*args, evaluate=False)
+    except TypeError:
+        return cls(*args)
+
+
 _registered = False
 
 
@@ -156,4 +234,9 @@ def register_codecs() -> None:
     register_schema_codec(TensorSpec, _encode_spec, _decode_spec, name="jitguard.torch:TensorSpec")
     register_schema_codec(BatchSpec, _encode_batch, _decode_batch, name="jitguard.torch:BatchSpec")
     register_schema_type(MarkingSpec)
+    register_schema_type(SLoc)
+    import sympy
+
+    register_schema_codec(sympy.Basic, _encode_sympy, _decode_sympy, name="sympy",
+                          subclasses=True)
     _registered = True
