@@ -18,6 +18,7 @@ import jitguard as jg  # noqa: E402
 import jitguard.torch as jgt  # noqa: E402
 
 SRC = str(Path(jg.__file__).resolve().parents[1])
+G_FN: Any = None
 
 MODELS = '''
 import torch
@@ -186,12 +187,12 @@ def test_closure_is_not_stored() -> None:
 def test_lambda_traced_is_not_stored() -> None:
     """A function calling a lambda made at run time: Dynamo traced code that cannot be
     found again by name, so the entry is not stored."""
-    g = eval("lambda y: y * 2")  # noqa: S307 - a function with no qualified name to find
+    global G_FN
+    G_FN = lambda y: y * 2  # noqa: E731 - a function with no qualified name to find
 
     def f(x: Any) -> Any:
         return G_FN(x) + 1
 
-    globals()["G_FN"] = g
     c: Any = jgt.compile(f, isolate_recompiles=True)
     c.compiler.saving = True
     c(torch.ones(2))

@@ -131,7 +131,7 @@ class Captured:
     freevars: tuple[str, ...]
     closure: tuple[Any, ...]
     installed: tuple[str, ...] = ()  # the globals that hold this capture's compiled graph
-    saved: Optional["SavedCapture"] = None  # with saving=True: what serializing needs
+    saved: Optional[SavedCapture] = None  # with saving=True: what serializing needs
     unsaved: Optional[str] = None  # with saving=True: why it cannot be serialized
 
 

@@ -115,7 +115,7 @@ class TorchCompiler:
         # for closure guards), removed when the cache dies ([Note: Shared entries])
         self.installed: list[str] = []
         self.function_source: Optional[Source] = None
-        self.fn: Optional[types.FunctionType] = None
+        self.fn: Optional[Callable[..., Any]] = None
         # [Note: Stored captures]: with a store, each capture is compiled to be serialized;
         # ``saved`` maps an artifact to what serializing it needs, or why it cannot be
         self.saving = False
@@ -200,7 +200,7 @@ class TorchCompiler:
                                 f"capture failed) or was not compiled for a store")
         if isinstance(saved, str):
             raise ArtifactError(f"{self.where}: {saved}")
-        assert self.fn is not None
+        assert isinstance(self.fn, types.FunctionType)
         return stored.dump(saved, self.fn)
 
     def deserialize(self, data: bytes, fn: Any) -> Callable[..., Any]:

@@ -104,12 +104,14 @@ def example_tensor(spec: TensorSpec) -> Optional[torch.Tensor]:
     tp = spec.type.get()
     if tp not in (torch.Tensor, torch.nn.Parameter) or spec.strides is None:
         return None
-    if any(d is None for d in spec.sizes) or any(d is None for d in spec.strides):
+    sizes = [d for d in spec.sizes if d is not None]
+    strides = [d for d in spec.strides if d is not None]
+    if len(sizes) != len(spec.sizes) or len(strides) != len(spec.strides):
         return None
     if spec.neg or spec.conj or spec.inference:
         return None
     try:
-        t = torch.empty_strided(spec.sizes, spec.strides, dtype=spec.dtype, device=spec.device)
+        t = torch.empty_strided(sizes, strides, dtype=spec.dtype, device=spec.device)
         if tp is torch.nn.Parameter:
             t = torch.nn.Parameter(t, requires_grad=spec.requires_grad)
         elif spec.requires_grad:
