@@ -8,7 +8,7 @@ from typing import Any, Optional
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jitguard import CompileId, GuardBuilder, LocalSource, compile_guards
+from jitguard import AttrSource, CompileId, GetItemSource, GuardBuilder, LocalSource, compile_guards
 from jitguard._src.cache.dispatch import build_snapshot, choose_dims, linear_lookup
 from jitguard._src.cache.entry import CacheEntry, Dim
 from jitguard._src.cache.keys import Dispatcher, compute_layout
@@ -19,33 +19,90 @@ PARAMS = ("a", "b", "c")
 
 
 class Obj:
-    pass
+    def __init__(self, v: Any = 1) -> None:
+        self.v = v
 
 
-OBJ_A, OBJ_B = Obj(), Obj()
+class Prop:
+    """An object whose ``v`` is a property (user code run by every read)."""
+
+    reads = 0
+
+    def __init__(self, v: Any) -> None:
+        self._v = v
+
+    @property
+    def v(self) -> Any:
+        Prop.reads += 1
+        return self._v
+
+
+class Raising:
+    """An object whose ``v`` and items raise, and whose hash and == lie."""
+
+    @property
+    def v(self) -> Any:
+        raise RuntimeError("no v")
+
+    def __getitem__(self, i: Any) -> Any:
+        raise RuntimeError("no items")
+
+    def __hash__(self) -> int:
+        raise RuntimeError("no hash")
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+OBJ_A, OBJ_B = Obj(1), Obj("x")
 LIST_1, LIST_2 = [1], [1, 2]
 POOL: list[Any] = [0, 1, 2, True, False, 0.0, 1.0, -0.0, "x", "y", None, b"x", (1,), (1, 2),
-                   LIST_1, LIST_2, OBJ_A, OBJ_B, float("nan")]
+                   LIST_1, LIST_2, OBJ_A, OBJ_B, float("nan"), (2, "x"), ("x",), Obj(2),
+                   Obj(-0.0), Prop(1), Prop("x"), Raising(), (0.0,), Obj(OBJ_A)]
 
 
 def kinds_for(value: Any) -> list[Any]:
     if isinstance(value, (tuple, list)):
         return [GB.SEQUENCE_LENGTH, GB.TYPE_MATCH, GB.LENGTH_CHECK, None]
-    if isinstance(value, Obj):
+    if isinstance(value, (Obj, Prop, Raising)):
         return [GB.ID_MATCH, GB.TYPE_MATCH, None]
     return [GB.CONSTANT_MATCH, GB.TYPE_MATCH, None]
 
 
+def derived_for(value: Any, src: Any) -> Any:
+    """A source below a parameter the entry may guard: an item of a sequence, an
+    attribute of an object (None for other values)."""
+    if isinstance(value, (tuple, list)):
+        return GetItemSource(src, 0)
+    if isinstance(value, (Obj, Prop, Raising)):
+        return AttrSource(src, "v")
+    return None
+
+
+SUB_KINDS = [None, GB.CONSTANT_MATCH, GB.TYPE_MATCH, GB.ID_MATCH]
+
+
 def build_entry(
-    spec: tuple[tuple[int, int], ...], seq: int, redirect: Any = None
+    spec: tuple[tuple[int, ...], ...], seq: int, redirect: Any = None
 ) -> CacheEntry:
-    frame = {p: POOL[v] for p, (v, _) in zip(PARAMS, spec, strict=True)}
+    frame = {p: POOL[v] for p, (v, *_) in zip(PARAMS, spec, strict=True)}
     guards = []
-    for p, (v, k) in zip(PARAMS, spec, strict=True):
+    for p, (v, k, *sub) in zip(PARAMS, spec, strict=True):
         options = kinds_for(POOL[v])
         kind = options[k % len(options)]
         if kind is not None:
             guards.append(LocalSource(p).make_guard(kind))
+        derived = derived_for(POOL[v], LocalSource(p))
+        sub_kind = SUB_KINDS[sub[0] % len(SUB_KINDS)] if sub else None
+        if derived is not None and sub_kind is not None:
+            try:
+                part = derived.get_value(frame, {})
+            except Exception:
+                continue  # nothing to guard: reading it raises
+            if sub_kind is GB.CONSTANT_MATCH and not isinstance(
+                    part, (int, float, str, bytes, type(None))):
+                sub_kind = GB.TYPE_MATCH
+            guards.append(derived.make_guard(sub_kind))
     check = compile_guards(guards, f_locals=frame, arg_names=PARAMS)
     return CacheEntry(compile_id=CompileId(frame_id=0, frame_compile_id=seq),
                       artifact=lambda a, b, c, _s=seq: _s, check=check, params=PARAMS, seq=seq,
@@ -53,7 +110,8 @@ def build_entry(
 
 
 index = st.integers(0, len(POOL) - 1)
-entry_spec = st.tuples(*[st.tuples(index, st.integers(0, 3)) for _ in PARAMS])
+entry_spec = st.tuples(*[st.tuples(index, st.integers(0, 3), st.integers(0, 3))
+                         for _ in PARAMS])
 call = st.tuples(index, index, index)
 
 

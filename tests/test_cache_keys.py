@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 
-from jitguard import CompileId, GuardBuilder, LocalSource, compile_guards
+from jitguard import (
+    AttrSource,
+    CompileId,
+    GetItemSource,
+    GuardBuilder,
+    LocalSource,
+    cache_of,
+    compile_guards,
+    specialize,
+)
 from jitguard._src.cache.dispatch import build_snapshot, choose_dims
 from jitguard._src.cache.entry import CacheEntry
 from jitguard._src.cache.keys import (
@@ -171,3 +180,150 @@ def test_dispatcher_source_is_public_commented_and_logged(caplog: pytest.LogCapt
     assert "# call the entry's artifact" in text
     assert "".join(linecache.getlines(disp.filename)) == text
     assert any(text in r.getMessage() for r in caplog.records if r.name == "jitguard.codegen")
+
+
+# ---- derived sources ---------------------------------------------------------------------
+
+
+class Box:
+    def __init__(self, mode: Any) -> None:
+        self.mode = mode
+
+
+class Spy:
+    """A foreign type: every read of ``mode`` (a property), ``__getattr__``, ``__hash__``,
+    ``__eq__`` and item is recorded."""
+
+    log: list[str] = []
+
+    @property
+    def mode(self) -> Any:
+        Spy.log.append("mode")
+        return "a"
+
+    def __getattr__(self, name: str) -> Any:
+        Spy.log.append(f"getattr {name}")
+        return "a"
+
+    def __getitem__(self, i: Any) -> Any:
+        Spy.log.append("item")
+        return "a"
+
+    def __hash__(self) -> int:
+        Spy.log.append("hash")
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        Spy.log.append("eq")
+        return True
+
+
+def derived_entries(values: list[Any], guards: Any) -> list[CacheEntry]:
+    out = []
+    for i, value in enumerate(values):
+        check = compile_guards(guards(LocalSource("x")), f_locals={"x": value},
+                               arg_names=("x",))
+        out.append(CacheEntry(compile_id=CompileId(frame_id=0, frame_compile_id=i),
+                              artifact=lambda x, _i=i: _i, check=check, params=("x",), seq=i))
+    return out
+
+
+def publish(entries: list[CacheEntry]) -> tuple[Any, Any]:
+    disp = Dispatcher(Signature(lambda x: x), "g", lambda *v: "miss")
+    ranked = sorted(entries, key=lambda e: e.rank)
+    keycode = disp.keycode(compute_layout(ranked, choose_dims(ranked)))
+    snap = build_snapshot(entries, keycode)
+    disp.install(keycode, snap.index)
+    return disp, snap
+
+
+def typed_mode(x: Any) -> list[Any]:
+    return [x.make_guard(GB.TYPE_MATCH), AttrSource(x, "mode").make_guard(GB.EQUALS_MATCH)]
+
+
+def test_attribute_fact_is_an_exact_key() -> None:
+    """Entries on ``type(x) is Box and x.mode == m`` are keyed on the attribute's value:
+    the dispatcher is exact (no residual) and hits each entry by one lookup."""
+    entries = derived_entries([Box("a"), Box("b"), Box("c")], typed_mode)
+    disp, snap = publish(entries)
+    assert any(d.source == AttrSource(LocalSource("x"), "mode") for d in snap.dims)
+    assert snap.keycode.layout.exact and "residual" not in disp.source
+    assert [disp.function(Box(m)) for m in "abc"] == [0, 1, 2]
+    assert disp.function(Box("d")) == "miss" and disp.function(Box(1)) == "miss"
+    assert "L['x'].mode" in disp.source
+
+
+def test_attribute_read_only_for_pinned_types() -> None:
+    """A value of another type is never read: no property, __getattr__, __hash__, __eq__
+    or item of a foreign type runs in the dispatcher or in key_of."""
+    entries = derived_entries([Box("a"), Box("b")], typed_mode)
+    disp, snap = publish(entries)
+    Spy.log.clear()
+    assert disp.function(Spy()) == "miss"
+    assert snap.keycode.key_of(Spy()) is NOKEY
+    assert Spy.log == []
+
+
+def test_attribute_value_of_a_user_type_is_never_hashed() -> None:
+    """The attribute of a pinned type holding a user object: its __hash__/__eq__ never
+    run (the "value" part is hashed for builtin scalars only)."""
+    entries = derived_entries([Box("a"), Box("b")], typed_mode)
+    disp, _ = publish(entries)
+    Spy.log.clear()
+    assert disp.function(Box(Spy())) == "miss"
+    assert Spy.log == []
+
+
+class Moody:
+    """``mode`` is a property that raises when the value is None."""
+
+    def __init__(self, mode: Any) -> None:
+        self._mode = mode
+
+    @property
+    def mode(self) -> Any:
+        if self._mode is None:
+            raise RuntimeError("no mode")
+        return self._mode
+
+
+def test_reading_a_source_that_raises_is_no_key() -> None:
+    """A pinned type whose attribute read raises: no key, no exception from the
+    dispatcher, and the linear entry still serves the call."""
+    entries = derived_entries([Moody("a"), Moody("b")], typed_mode)
+    generic = derived_entries([Moody(None)], lambda x: [x.make_guard(GB.TYPE_MATCH)])[0]
+    generic.seq = 5
+    generic.artifact = lambda x: "generic"
+    disp, snap = publish([*entries, generic])
+    assert any(d.source is not None for d in snap.dims) and not snap.keycode.layout.exact
+    assert disp.function(Moody("b")) == 1
+    assert disp.function(Moody(None)) == "generic"
+    assert snap.lookup((Moody(None),)) is generic
+    assert snap.keycode.key_of(Moody(None)) is NOKEY
+
+
+def test_derived_fact_needs_every_type_below_it_pinned() -> None:
+    """Without a type guard on the parameter, ``x.mode`` is not a dim (the dispatcher
+    would have no type to gate the read on)."""
+    entries = derived_entries(
+        [Box("a"), Box("b")], lambda x: [AttrSource(x, "mode").make_guard(GB.EQUALS_MATCH)])
+    assert not any(d.source is not None for e in entries for d in e.facts)
+    deep = derived_entries(
+        [Box(Box("a"))], lambda x: [x.make_guard(GB.TYPE_MATCH),
+                                    AttrSource(AttrSource(x, "mode"), "mode").make_guard(
+                                        GB.EQUALS_MATCH)])
+    assert not any(d.source is not None for d in deep[0].facts)  # x.mode's type unpinned
+
+
+def test_tuple_items_key_the_dispatcher() -> None:
+    """A specialized function of a tuple of ints keys on its items: a hit among many
+    entries is one lookup, and the key reads items only of an exact tuple."""
+    fn = specialize(lambda t: t, automatic_dynamic=False, recompile_limit=None)
+    for i in range(20):
+        fn((i, 2 * i))
+    snap = cache_of(fn).snapshot()
+    assert any(d.source == GetItemSource(LocalSource("t"), 0) for d in snap.dims)
+    assert snap.keycode.layout.exact
+    assert fn((7, 14)) == (7, 14) and cache_of(fn).stats().misses == 20
+    Spy.log.clear()
+    assert snap.keycode.key_of(Spy()) is NOKEY and Spy.log == []

@@ -50,6 +50,8 @@ from ._src.compiler.schema import guards_to_json as guards_to_json
 from ._src.compiler.schema import import_guards as import_guards
 from ._src.compiler.schema import register_schema_type as register_schema_type
 from ._src.compiler.shape import register_sympy_function as register_sympy_function
+from ._src.compiler.triton_kinds import data_ptr_kind as data_ptr_kind
+from ._src.compiler.triton_kinds import int_class_kind as int_class_kind
 from ._src.config import config as config
 from ._src.contexts import CompileContext as CompileContext
 from ._src.contexts import GuardsContext as GuardsContext
@@ -237,6 +239,7 @@ __all__ = [
     "compile_guard_records",
     "compile_guards",
     "config",
+    "data_ptr_kind",
     "detect_fake_mode",
     "explain",
     "export_guards",
@@ -245,6 +248,7 @@ __all__ = [
     "guard_schema",
     "guards_to_json",
     "import_guards",
+    "int_class_kind",
     "no_recompiles",
     "register_arg_rule",
     "register_constant_type",

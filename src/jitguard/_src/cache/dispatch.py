@@ -283,7 +283,7 @@ class Snapshot:
         return True
 
     def __repr__(self) -> str:
-        dims = ", ".join(f"{d.param}:{d.fact}" for d in self.dims) or "none"
+        dims = ", ".join(f"{d.shown}:{d.fact}" for d in self.dims) or "none"
         return (
             f"<Snapshot {len(self._ranked)} entries, dims [{dims}], {len(self.buckets)} keys, "
             f"{len(self.linear)} linear>"

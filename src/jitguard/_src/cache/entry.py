@@ -7,20 +7,28 @@ May import: _util, guards, ids, sources, compiler.*, cache.signature.
 # A guard kind may say that its guard pins a hashable *fact* of its source's value
 # (``kind.fact(params) -> (fact name, expected)``, see ``GuardKind.fact``). The cache reads
 # the facts that a leaf pins on a *parameter* (a ``LocalSource`` naming one of ``fn``'s
-# parameters; deeper sources are not read by the dispatcher, which must never run user code
-# a guard would not run) and files each under a ``Dim``: the parameter and how the fact is
-# computed from its value. A fact the kind's class declares as a ``DispatchFact`` ("value",
-# "type", "id", "len", "type_len", "type_keys" for the built-in kinds; [Note: Kinds own
-# their cache data]) is computed inline by the dispatcher ([Note: Key layout]), and when
-# the declaration says ``exact`` the leaf is *implied* by an equal fact: the key lookup
-# alone decides it, and it is left out of the entry's residual check for that snapshot
-# (the built-in "value" fact is not exact for a float or complex zero, "type_keys" never
-# is: a key match is dict equality, looser than those guards). A fact gated to "scalar"
-# types whose type is not a builtin scalar type is not used. Other facts are computed by
-# calling the kind's ``fact_of`` and only narrow the candidates; their leaves always stay
-# in the check.
+# parameters) or on a source derived from one (``L['x'].dtype``, ``L['t'][0]``,
+# ``L['cfg'].mode``: a chain of ``ChainedSource`` down to a parameter), and files each
+# under a ``Dim``: the parameter, the source (None for the parameter itself) and how the
+# fact is computed from its value. A fact the kind's class declares as a ``DispatchFact``
+# ("value", "type", "id", "len", "type_len", "type_keys" for the built-in kinds; [Note:
+# Kinds own their cache data]) is computed inline by the dispatcher ([Note: Key layout]),
+# and when the declaration says ``exact`` the leaf is *implied* by an equal fact: the key
+# lookup alone decides it, and it is left out of the entry's residual check for that
+# snapshot (the built-in "value" fact is not exact for a float or complex zero,
+# "type_keys" never is: a key match is dict equality, looser than those guards). A fact
+# gated to "scalar" types whose type is not a builtin scalar type is not used. Other facts
+# are computed by calling the kind's ``fact_of`` and only narrow the candidates; their
+# leaves always stay in the check.
+# A fact on a derived source is used only when the entry *pins the exact type* of every
+# source below it (the parameter and each link between: a leaf with a typed inline fact,
+# such as TYPE_MATCH, SEQUENCE_LENGTH, DICT_KEYS_MATCH, EQUALS_MATCH on a scalar): the
+# dispatcher reads ``L['x'].dtype`` only for a value whose type is one a keyed entry pins
+# for ``L['x']``, where that entry's own check reads it too, with the same code
+# (``source.emit``) ([Note: Key layout]). ``pins`` keeps those types, by source.
+# A fact computed by ``fact_of`` is used on a parameter only (no read to gate).
 # An entry with two different expectations for one Dim can never hold; the Dim is dropped
-# for it (so it is checked in full, and fails).
+# for it (so it is checked in full, and fails); so is a pin with two different types.
 
 # [Note: Specificity]
 # When several entries accept a call, the most specialized wins. An entry's specificity is
@@ -49,7 +57,7 @@ from ..compiler.builder import Leaf
 from ..compiler.check import CheckFunction
 from ..compiler.codecache import forget
 from ..compiler.kinds import DispatchFact, GuardKind, dispatch_fact
-from ..guards import Guard, Source
+from ..guards import ChainedSource, Guard, Source
 from ..ids import CompileId
 from ..sources import LocalSource
 
@@ -102,19 +110,29 @@ def specificity(leaves: list[Leaf]) -> int:
 
 
 class Dim(NamedTuple):
-    """One fact of one parameter: ``fact`` names a ``DispatchFact`` a kind declares
-    (computed inline by the dispatcher, see ``spec``) or, with ``kind`` set, a fact computed
-    by ``kind.fact_of``."""
+    """One fact of one parameter, or of a source derived from it (``source``; None for the
+    parameter itself): ``fact`` names a ``DispatchFact`` a kind declares (computed inline by
+    the dispatcher, see ``spec``) or, with ``kind`` set, a fact computed by
+    ``kind.fact_of``."""
 
     position: int
     param: str
     fact: str
     kind: Optional[GuardKind] = None
+    source: Optional[Source] = None
 
-    def sort_key(self) -> tuple[int, str, int, str]:
-        """A deterministic order (parameter, fact, inline first, kind name)."""
-        return (self.position, self.fact, 0 if self.kind is None else 1,
-                "" if self.kind is None else self.kind.name)
+    def sort_key(self) -> tuple[int, int, str, str, int, str]:
+        """A deterministic order (parameter, depth and name of the source, fact, inline
+        first, kind name): a parameter's own facts before those of sources below it."""
+        src = self.source
+        return (self.position, 0 if src is None else len(src.chain()),
+                "" if src is None else src.name(), self.fact,
+                0 if self.kind is None else 1, "" if self.kind is None else self.kind.name)
+
+    @property
+    def shown(self) -> str:
+        """The parameter or source, as shown in comments (``x``, ``L['x'].dtype``)."""
+        return self.param if self.source is None else self.source.name()
 
     @property
     def spec(self) -> Optional[DispatchFact]:
@@ -122,13 +140,26 @@ class Dim(NamedTuple):
         return dispatch_fact(self.fact) if self.kind is None else None
 
 
+def _param_of(source: Source, positions: dict[str, int]) -> Optional[str]:
+    """The parameter ``source`` is, or is derived from through chained sources the
+    dispatcher can read (each with an ``emit``), else None."""
+    root = source
+    while isinstance(root, ChainedSource):
+        root = root.base
+    if type(root) is not LocalSource or root.local_name not in positions:
+        return None
+    return root.local_name
+
+
 def _leaf_fact(
     leaf: Leaf, positions: dict[str, int]
-) -> Optional[tuple[Dim, tuple[Any, ...], bool]]:
+) -> Optional[tuple[Dim, tuple[Any, ...], bool, Optional[int]]]:
+    """(dim, key parts, exact, the id of the type it pins or None) of a leaf's fact."""
     if leaf.kind.relational or len(leaf.sources) != 1:
         return None
     source = leaf.sources[0]
-    if type(source) is not LocalSource or source.local_name not in positions:
+    param = _param_of(source, positions)
+    if param is None:
         return None
     try:
         fact = leaf.kind.fact(leaf.params)
@@ -137,22 +168,30 @@ def _leaf_fact(
     if fact is None:
         return None
     name, expected = fact
-    pos = positions[source.local_name]
+    pos = positions[param]
+    derived = None if type(source) is LocalSource else source
     declared = leaf.kind.inline_fact(name)
+    pin: Optional[int] = None
     if declared is not None and dispatch_fact(name) == declared:
         components = declared.parts(expected)
         if declared.gate == "scalar" and not is_scalar_type(components[0]):
             return None  # the dispatcher hashes this part: builtin scalars only
         exact = declared.is_exact(components)
-        dim = Dim(pos, source.local_name, name)
-    else:
+        dim = Dim(pos, param, name, None, derived)
+        if declared.typed == "type":
+            pin = id(components[0])
+        elif declared.typed == "id" and type(components[0]) is int:
+            pin = components[0]
+    elif derived is None:
         components, exact = (expected,), False
-        dim = Dim(pos, source.local_name, name, leaf.kind)
+        dim = Dim(pos, param, name, leaf.kind)
+    else:
+        return None  # fact_of runs on a parameter only: a derived value needs a gated read
     try:
         hash(components)
     except TypeError:
         return None
-    return dim, components, exact
+    return dim, components, exact, pin
 
 
 # ---- entries -----------------------------------------------------------------------------
@@ -207,7 +246,7 @@ class CacheEntry:
     # Slots, no instance dict: a function may hold thousands of entries.
     __slots__ = ("__weakref__", "_history", "_implied", "_on_invalid", "_redirect", "_slots",
                  "artifact", "check", "compile_id", "dynamic", "facts", "invalid_reason",
-                 "last", "params", "seq", "slow_hits", "specificity", "valid")
+                 "last", "params", "pins", "seq", "slow_hits", "specificity", "valid")
 
     def __init__(
         self,
@@ -242,19 +281,40 @@ class CacheEntry:
         positions = {name: i for i, name in enumerate(params)}
         self.facts: dict[Dim, tuple[Any, ...]] = {}
         self._implied: dict[Dim, list[int]] = {}
+        # The id of the exact type the entry pins at a source below a derived dim's source
+        # (see [Note: Facts of an entry]); empty (shared) when there are no derived dims.
+        self.pins: dict[Source, int] = _NO_PINS
         conflicted: set[Dim] = set()
+        pins: dict[Source, Optional[int]] = {}
+        derived = False
         for i, leaf in enumerate(check.leaves):
             found = _leaf_fact(leaf, positions)
             if found is None:
                 continue
-            dim, components, exact = found
+            dim, components, exact, pin = found
             if dim in self.facts and self.facts[dim] != components:
                 conflicted.add(dim)
             self.facts[dim] = components
             if exact:
                 self._implied.setdefault(dim, []).append(i)
+            if pin is not None:
+                source = leaf.sources[0]
+                pins[source] = pin if pins.get(source, pin) == pin else None
+            derived = derived or dim.source is not None
+        if derived:
+            for dim in list(self.facts):
+                if dim.source is None:
+                    continue
+                below = dim.source.chain()[1:]
+                if any(pins.get(s) is None for s in below):
+                    conflicted.add(dim)
+            kept = {s: t for s, t in pins.items() if t is not None}
+            needed = {b for d in self.facts if d.source is not None and d not in conflicted
+                      for b in d.source.chain()[1:]}
+            if needed:
+                self.pins = {s: kept[s] for s in needed}
         for dim in conflicted:
-            del self.facts[dim]
+            self.facts.pop(dim, None)
             self._implied.pop(dim, None)
         self_ref = weakref.ref(self)
         check.on_invalidate(lambda c: _entry_died(self_ref, c.invalid_reason))
@@ -377,6 +437,7 @@ class CacheEntry:
 
 
 _NO_SOURCES: frozenset[Any] = frozenset()
+_NO_PINS: dict[Source, int] = {}
 _slots_lock = threading.RLock()  # building a slot (rare: once per entry and snapshot shape)
 
 

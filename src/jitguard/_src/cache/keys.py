@@ -1,7 +1,7 @@
 """The layout of index keys and the code generated for it: the dispatcher (the specialized
 function itself) and the careful key function.
 
-May import: _util, compiler.codecache, cache.signature, cache.entry.
+May import: _util, guards, compiler.codecache, cache.signature, cache.entry.
 
 # [Note: Key layout]
 # Keys are laid out per snapshot (``Layout``) to keep the hit path short:
@@ -30,6 +30,17 @@ May import: _util, compiler.codecache, cache.signature, cache.entry.
 #     order, each with its own residual (a keyed entry's residual drops what the key
 #     proves, a linear entry's is its whole check). So a call for the second entry of a
 #     key (a dynamic entry behind a static one) is a hit too, not a trip to the miss path.
+#   * a dim on a derived source (``L['x'].dtype``, ``L['t'][0]``; [Note: Facts of an
+#     entry]) is read by the dispatcher with the code the check itself reads it with
+#     (``source.emit``), one link at a time, each link only when the exact type of the
+#     value below it is one a keyed entry pins there (``Layout.bases``: the ids of those
+#     types, per source): ``r = x.dtype if id(type(x)) in B else NOKEY``. A keyed entry's
+#     check reads that link after its own test of that type, so no attribute hook,
+#     property, ``__getitem__`` runs here that a guard would not run on a value of that
+#     type; a value of another type (and ``NOKEY`` itself) gives ``NOKEY``, which no entry
+#     has: the call has no key. The reads are inside the ``try``, with the preconditions
+#     after them (a read that raises also means no key: no keyed entry's check holds when
+#     reading its source raises). With no derived dim the code is as above.
 """
 
 from __future__ import annotations
@@ -42,6 +53,7 @@ from typing import Any, NamedTuple, Optional
 
 from .._util import SCALAR_TYPES
 from ..compiler.codecache import compile_generated, forget, generated_filename
+from ..guards import ChainedSource, Source
 from .entry import MISS_SLOT, CacheEntry, Dim, Slot
 from .signature import Signature
 
@@ -95,6 +107,19 @@ class Layout(NamedTuple):
     # Per dim, the ids of the types the keyed entries expect (a frozenset): the gate of a
     # "type_len" part ([Note: Key layout]); None in a layout made without them.
     types: Optional[tuple[frozenset[int], ...]] = None
+    # The sources below derived dims (a parameter, the links between), bases first, each
+    # with the ids of the exact types the keyed entries pin there: the gate of a read.
+    bases: tuple[tuple[Source, frozenset[int]], ...] = ()
+
+
+def _bases(dims: tuple[Dim, ...]) -> list[Source]:
+    """The sources a derived dim's read goes through, each base before what it reads."""
+    out: dict[Source, None] = {}
+    for dim in dims:
+        if dim.source is not None:
+            for below in reversed(dim.source.chain()[1:]):
+                out.setdefault(below)
+    return list(out)
 
 
 def compute_layout(entries: Sequence[CacheEntry], dims: tuple[Dim, ...]) -> Layout:
@@ -124,7 +149,9 @@ def compute_layout(entries: Sequence[CacheEntry], dims: tuple[Dim, ...]) -> Layo
         (first,) = firsts
         hoisted.append(("is", first) if typed == "type" else ("id", first))
     exact = not linear and all(e.exact_under(dims) for e in heads.values())
-    return Layout(dims, tuple(hoisted), exact, tuple(types))
+    bases = tuple((b, frozenset(e.pins[b] for e in keyed if b in e.pins))
+                  for b in _bases(dims))
+    return Layout(dims, tuple(hoisted), exact, tuple(types), bases)
 
 
 class KeyCode:
@@ -164,6 +191,9 @@ class KeyCode:
         types the generated code lets through to a key part) holds its type. The caller
         decides exactness ([Note: Updating a snapshot in place])."""
         layout = self.layout
+        for base, gate in layout.bases:
+            if entry.pins.get(base) not in gate:
+                return False
         for k, dim in enumerate(layout.dims):
             comps = entry.facts.get(dim)
             if comps is None:
@@ -232,16 +262,55 @@ class KeyCode:
         return parts[0] if len(parts) == 1 else tuple(parts)
 
 
-def _key_code(
+def _reads(
     layout: Layout, p: str, g: int, ns: dict[str, Any]
+) -> tuple[list[tuple[str, str]], dict[Source, str]]:
+    """The gated reads of a layout's derived sources, as (statement, comment) in order, and
+    the variable that holds each source's value ([Note: Key layout])."""
+    names: dict[Source, str] = {}
+    gates = dict(layout.bases)
+    lines: list[tuple[str, str]] = []
+    counter = itertools.count()
+
+    def bind(obj: Any, hint: str) -> str:
+        name = f"{p}c{g}_{next(counter)}"
+        ns[name] = obj
+        return name
+
+    def var(source: Source) -> str:
+        found = names.get(source)
+        if found is not None:
+            return found
+        assert isinstance(source, ChainedSource)  # roots (the parameters) are named below
+        base = var(source.base)
+        gate = bind(gates[source.base], "gate")
+        name = names[source] = f"{p}r{g}_{len(names)}"
+        expr = source.emit(base, bind)
+        lines.append((f"{name} = {expr} if {p}id({p}type({base})) in {gate} else {p}NOKEY",
+                      f"{source.name()}, for the types pinned below it"))
+        return name
+
+    for dim in layout.dims:
+        if dim.source is not None:
+            names.setdefault(dim.source.chain()[-1], dim.param)
+            var(dim.source)
+    return lines, names
+
+
+def _key_code(
+    layout: Layout, p: str, g: int, ns: dict[str, Any], names: dict[Source, str]
 ) -> tuple[list[str], list[str], str]:
     """(precondition expressions, key part expressions, key expression) of a layout; binds
-    what they need in ``ns``."""
+    what they need in ``ns``. A derived dim's value is the variable of its read
+    (``names``)."""
     pre: list[str] = []
     parts: list[str] = []
     t, i, n = f"{p}type", f"{p}id", f"{p}len"
     for k, (dim, hoisted) in enumerate(zip(layout.dims, layout.hoisted, strict=True)):
         v = dim.param
+        if dim.source is not None:
+            v = names[dim.source]
+            pre.append(f"{v} is not {p}NOKEY")
         spec = dim.spec
         # A part that would run code of the value's type has a precondition on the type's
         # id (the fact's ``gate``): the ``hash`` of a "value" part only for builtin
@@ -270,8 +339,12 @@ def _key_code(
             ns[fname] = lambda value, _k=kind, _f=fact: _k.fact_of(_f, value)
             parts.append(f"{fname}({v})")
         elif spec is not None and spec.expr is not None:
-            parts.append(spec.expr.format(v=v, type=t, id=i, len=n, tuple=f"{p}tuple",
-                                          dict=f"{p}dict"))
+            consts: dict[str, str] = {}
+            for cname, obj in spec.consts:  # named per dim: two facts may use one name
+                consts[cname] = f"{p}c{g}_{k}_{cname}"
+                ns[consts[cname]] = obj
+            parts.append(spec.expr.format(**consts, v=v, type=t, id=i, len=n,
+                                          tuple=f"{p}tuple", dict=f"{p}dict"))
     if len(parts) == 1:
         key = parts[0]
     else:
@@ -301,6 +374,7 @@ class Dispatcher:
             {f"{p}miss": miss, f"{p}type": type, f"{p}id": id, f"{p}len": len,
              f"{p}tuple": tuple, f"{p}dict": dict, f"{p}hash": hash, f"{p}LINEAR": LINEAR,
              f"{p}NOKEY": NOKEY, f"{p}FOLLOWERS": FOLLOWERS, f"{p}Exception": Exception,
+             f"{p}KeyError": KeyError,
              f"{p}tick": tick}
         )
         self._generations = itertools.count()
@@ -323,13 +397,14 @@ class Dispatcher:
     def _generate(self, layout: Layout) -> KeyCode:
         sig, p = self.sig, self.sig.prefix
         g = next(self._generations)
-        pre, parts, key = _key_code(layout, p, g, self.ns)
+        reads, names = _reads(layout, p, g, self.ns)
+        pre, parts, key = _key_code(layout, p, g, self.ns, names)
         nested = layout.exact and len(parts) > 1
         index = f"{p}index{g}"
         s, r, k, values = f"{p}s", f"{p}r", f"{p}k", sig.values
         # Every name the code reads is prefixed: a parameter may be called ``Exception``.
         exc = f"{p}Exception"
-        dims = ", ".join(f"{d.param}:{d.fact}" for d in layout.dims)
+        dims = ", ".join(f"{d.shown}:{d.fact}" for d in layout.dims)
         lines: list[str] = []
 
         def put(depth: int, code: str, comment: str = "") -> None:
@@ -355,38 +430,64 @@ class Dispatcher:
         for line in sig.fill.splitlines():  # defaults read at call time
             put(0, line, "a default read at call time")
         depth = 1
-        if pre:
-            put(1, f"if {' and '.join(pre)}:",
-                "the types every keyed entry has (else the call has no key)")
-            depth = 2
-        if not layout.dims:
-            linear(1, "no dims: every entry is tried in rank order")
-        elif layout.exact:
-            # Nested dicts (``I[a][b]``) build no tuple and hash no tuple: faster per part.
-            lookup = "".join(f"[{part}]" for part in parts) if nested else f"[{key}]"
-            put(depth, "try:", "a key no entry has raises KeyError")
-            put(depth + 1, f"{s} = {index}{lookup}",
-                "the slot of the call's key; a key match proves every guard")
-            put(depth, f"except {exc}:", "no entry has this key (or it cannot be computed)")
-            miss(depth + 1, "the careful path, which compiles")
-        else:
-            put(depth, "try:", "computing the key may raise (unhashable, no len)")
-            put(depth + 1, f"{k} = {key}", "the call's key")
-            # ``get``, not ``[]``: here a key miss is an ordinary hit on the first linear
-            # entry, and raising KeyError would cost more than the rest of the call.
-            put(depth + 1, f"{s} = {index}.get({k}) or {index}[{p}LINEAR]",
-                "the key's first candidate, else the first linear entry")
-            put(depth, f"except {exc}:", "the key cannot be computed")
-            linear(depth + 1, "no keyed entry can hold")
-        if pre and layout.dims:
-            put(1, "else:", "a call of another type has no key")
+        if reads:
+            # Derived dims: the gated reads, then the preconditions on what they read, all
+            # inside the ``try`` (a read may raise) ([Note: Key layout]).
+            put(1, "try:", "reading the derived sources may raise: no key")
+            for code, comment in reads:
+                put(2, code, comment)
+            test = " and ".join(pre)
             if layout.exact:
-                miss(2, "no entry can hold: the careful path")
+                lookup = "".join(f"[{part}]" for part in parts) if nested else f"[{key}]"
+                put(2, f"if not ({test}):", "not the types every keyed entry has")
+                put(3, f"raise {p}KeyError", "no key: the careful path")
+                put(2, f"{s} = {index}{lookup}",
+                    "the slot of the call's key; a key match proves every guard")
+                put(1, f"except {exc}:", "no entry has this key (or it cannot be computed)")
+                miss(2, "the careful path, which compiles")
+                hit(1)
             else:
+                put(2, f"if {test}:", "the types every keyed entry has")
+                put(3, f"{k} = {key}", "the call's key")
+                put(3, f"{s} = {index}.get({k}) or {index}[{p}LINEAR]",
+                    "the key's first candidate, else the first linear entry")
+                put(2, "else:", "a call of another type has no key")
+                linear(3, "no keyed entry can hold")
+                put(1, f"except {exc}:", "the key cannot be computed")
                 linear(2, "no keyed entry can hold")
-        if layout.exact:
-            hit(1)
         else:
+            if pre:
+                put(1, f"if {' and '.join(pre)}:",
+                    "the types every keyed entry has (else the call has no key)")
+                depth = 2
+            if not layout.dims:
+                linear(1, "no dims: every entry is tried in rank order")
+            elif layout.exact:
+                # Nested dicts (``I[a][b]``) build no tuple and hash no tuple: faster per part.
+                lookup = "".join(f"[{part}]" for part in parts) if nested else f"[{key}]"
+                put(depth, "try:", "a key no entry has raises KeyError")
+                put(depth + 1, f"{s} = {index}{lookup}",
+                    "the slot of the call's key; a key match proves every guard")
+                put(depth, f"except {exc}:", "no entry has this key (or it cannot be computed)")
+                miss(depth + 1, "the careful path, which compiles")
+            else:
+                put(depth, "try:", "computing the key may raise (unhashable, no len)")
+                put(depth + 1, f"{k} = {key}", "the call's key")
+                # ``get``, not ``[]``: here a key miss is an ordinary hit on the first linear
+                # entry, and raising KeyError would cost more than the rest of the call.
+                put(depth + 1, f"{s} = {index}.get({k}) or {index}[{p}LINEAR]",
+                    "the key's first candidate, else the first linear entry")
+                put(depth, f"except {exc}:", "the key cannot be computed")
+                linear(depth + 1, "no keyed entry can hold")
+            if pre and layout.dims:
+                put(1, "else:", "a call of another type has no key")
+                if layout.exact:
+                    miss(2, "no entry can hold: the careful path")
+                else:
+                    linear(2, "no keyed entry can hold")
+            if layout.exact:
+                hit(1)
+        if not layout.exact:
             f = f"{p}f"
             put(1, f"{r} = {s}.residual", "what the key match does not prove of its guards")
             put(1, f"if {r} is None or {r}({values}):", "None: nothing left to check")
@@ -399,6 +500,8 @@ class Dispatcher:
             miss(1, "no candidate holds: the careful path (which may compile)")
         put(0, f"def {p}key{g}({values}):", "the call's key, for the careful path")
         put(1, "try:", "a key that cannot be computed is no key")
+        for code, comment in reads:
+            put(2, code, comment)
         if pre:
             put(2, f"if not ({' and '.join(pre)}):", "the hoisted types")
             put(3, f"return {p}NOKEY", "no key: only linear entries can hold")

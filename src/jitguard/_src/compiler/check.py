@@ -15,8 +15,10 @@ from typing import Any, Optional
 
 from ..errors import GuardCompileError
 from ..guards import Guard, GuardEnvExpr, Source
+from . import array_kinds as _array_kinds  # noqa: F401  (registers the kinds)
 from . import builtin_kinds as _builtin_kinds  # noqa: F401  (registers the kinds)
 from . import python_kinds as _python_kinds  # noqa: F401  (registers the kinds)
+from . import triton_kinds as _triton_kinds  # noqa: F401  (registers the kinds)
 from .builder import GuardBuilder, Leaf
 from .codecache import forget
 from .codegen import generate, leaf_order_key

@@ -96,6 +96,9 @@ class DispatchFact(NamedTuple):
     runs only for ``"scalar"`` (builtin scalar) types, or for the ``"types"`` the keyed
     entries expect. ``spread``: the expected fact is a tuple of key parts (else one part).
     ``exact``: a key match proves the guard (a bool, or a function of the key parts).
+    ``consts``: ``(name, object)`` pairs bound in the dispatcher's namespace, each named in
+    ``expr`` as ``{name}`` (a helper function such as ``array_fact``, a tuple of options);
+    a name must be an identifier other than the builtin ones above.
     """
 
     name: str
@@ -104,6 +107,7 @@ class DispatchFact(NamedTuple):
     gate: Optional[str] = None
     spread: bool = False
     exact: Union[bool, Callable[[tuple[Any, ...]], bool]] = True
+    consts: tuple[tuple[str, Any], ...] = ()
 
     def parts(self, expected: Any) -> tuple[Any, ...]:
         """The key parts of an expected fact."""
@@ -232,6 +236,7 @@ class RelationalKind(GuardKind):
         raise NotImplementedError
 
 
+_EXPR_NAMES = frozenset({"v", "type", "id", "len", "tuple", "dict"})  # DispatchFact.expr's own
 _kinds: dict[str, GuardKind] = {}
 _facts: dict[str, DispatchFact] = {}
 _create_fns: dict[str, Callable[..., Any]] = {}
@@ -271,6 +276,12 @@ def register_guard_kind(kind: GuardKind, *, replace: bool = False) -> Callable[.
                 f"a guard kind named {kind.name} is already registered; pass replace=True"
             )
         for fact in type(kind).__dict__.get("dispatch_facts", ()):
+            for cname, _ in fact.consts:
+                if not cname.isidentifier() or cname in _EXPR_NAMES:
+                    raise GuardKindError(
+                        f"{kind.name}: dispatch fact {fact.name!r} binds {cname!r}, which is "
+                        f"not an identifier or is one of {sorted(_EXPR_NAMES)}"
+                    )
             if _facts.setdefault(fact.name, fact) != fact:
                 raise GuardKindError(
                     f"{kind.name} declares a dispatch fact {fact.name!r} unlike the one "
