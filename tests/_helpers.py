@@ -118,3 +118,27 @@ def registry_candidates(source: Any, value: Any) -> list[Any]:
                 continue
             out.append(fn)
     return out
+
+
+def redis_test_url() -> str:
+    """The Redis the store tests use: ``JITGUARD_TEST_REDIS_URL``, else 127.0.0.1:6379."""
+    import os
+
+    return os.environ.get("JITGUARD_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def redis_or_skip() -> str:
+    """The test Redis URL when a server answers there; else skip the test, or fail it when
+    ``JITGUARD_REQUIRE_REDIS=1`` (CI sets it: a missing Redis is a failure there)."""
+    import os
+
+    url = redis_test_url()
+    try:
+        import redis
+
+        redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1).ping()
+    except Exception as e:
+        if os.environ.get("JITGUARD_REQUIRE_REDIS") == "1":
+            pytest.fail(f"JITGUARD_REQUIRE_REDIS=1 but no Redis answers at {url}: {e}")
+        pytest.skip(f"no Redis at {url}: {e}")
+    return url

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from _helpers import torch_installed
+from _helpers import redis_or_skip, torch_installed
 from jitguard import CompileContext, TracingContext
 from jitguard._src import contexts
 
@@ -30,3 +31,36 @@ def _no_leaked_contexts() -> Iterator[None]:
     contexts._TLS.tracing_context = None
     contexts._TLS.compile_context = None
     assert leaked == (None, None), f"test leaked contexts: {leaked}"
+
+
+@pytest.fixture
+def store_dir(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fresh store directory as ``JITGUARD_CACHE_DIR``, with every other store variable
+    unset (and the process's default stores forgotten)."""
+    from jitguard._src.store import tiers
+
+    for name in ("JITGUARD_STORE", "JITGUARD_REDIS_URL", "JITGUARD_CACHE_KEY",
+                 "JITGUARD_CACHE_MAX_BYTES", "JITGUARD_REDIS_TIMEOUT", "JITGUARD_REDIS_PREFIX"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "jitguard-cache"
+    monkeypatch.setenv("JITGUARD_CACHE_DIR", str(path))
+    monkeypatch.setattr(tiers, "_shared", {})
+    return path
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[tuple[str, str]]:
+    """(URL, key prefix) on the test Redis, the prefix unique to the test; its keys are
+    deleted afterwards. Skips without Redis (fails with ``JITGUARD_REQUIRE_REDIS=1``)."""
+    import uuid
+
+    import redis
+
+    url = redis_or_skip()
+    prefix = f"jitguard-test:{uuid.uuid4().hex[:12]}"
+    yield url, prefix
+    client = redis.Redis.from_url(url)
+    keys = list(client.scan_iter(match=f"{prefix}:*"))
+    if keys:
+        client.delete(*keys)
+    client.close()

@@ -30,10 +30,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("checkpoints",),
     ("contexts",),
     ("compiler",),
+    ("store",),
     ("cache",),
     ("torch",),
 ]
-OPTIONAL = {"compiler", "cache"}
+OPTIONAL = {"compiler", "store", "cache"}
 TORCH_PACKAGE = "torch"  # the one entry allowed to import torch
 PUBLIC_LEVEL = len(LAYERS)  # ``jitguard`` itself, and anything outside ``_src``
 

@@ -11,6 +11,7 @@ from ._src.cache.entry import register_specificity as register_specificity
 from ._src.cache.explain import Explanation as Explanation
 from ._src.cache.explain import explain as explain
 from ._src.cache.observe import CompileInfo as CompileInfo
+from ._src.cache.persist import StoreEvent as StoreEvent
 from ._src.cache.policy import ArgContext as ArgContext
 from ._src.cache.policy import ArgPolicy as ArgPolicy
 from ._src.cache.policy import ArgRule as ArgRule
@@ -80,6 +81,8 @@ from ._src.errors import RecompileLimitError as RecompileLimitError
 from ._src.errors import RecompileLimitWarning as RecompileLimitWarning
 from ._src.errors import RestartCompile as RestartCompile
 from ._src.errors import SourceError as SourceError
+from ._src.errors import StoreError as StoreError
+from ._src.errors import StoreWarning as StoreWarning
 from ._src.errors import UnreadableSourceError as UnreadableSourceError
 from ._src.global_state import GlobalState as GlobalState
 from ._src.global_state import GlobalStateGroup as GlobalStateGroup
@@ -126,6 +129,7 @@ from ._src.sources import UnspecializedBuiltinNNModuleSource as UnspecializedBui
 from ._src.sources import UnspecializedNNModuleSource as UnspecializedNNModuleSource
 from ._src.sources import WeakRefCallSource as WeakRefCallSource
 from ._src.stacks import CapturedStack as CapturedStack
+from ._src.store.tiers import Store as Store
 from ._src.structured import set_trace as set_trace
 from ._src.weak import WeakIdKeyDictionary as WeakIdKeyDictionary
 
@@ -221,6 +225,10 @@ __all__ = [
     "Source",
     "SourceError",
     "StorageOverlap",
+    "Store",
+    "StoreError",
+    "StoreEvent",
+    "StoreWarning",
     "SyntheticLocalSource",
     "TensorProperty",
     "TensorPropertySource",

@@ -4,7 +4,8 @@
 # Modules import one way, lowest first:
 #   errors, _util, stacks, weak, config, integrations, logs, structured  <-  ids
 #   <-  guard_source  <-  guards, guard_exprs  <-  root_sources  <-  sources, more_sources
-#   <-  global_state  <-  checkpoints  <-  contexts  <-  compiler  <-  cache  <-  torch
+#   <-  global_state  <-  checkpoints  <-  contexts  <-  compiler  <-  store  <-  cache
+#   <-  torch
 # A module may import only modules to its left or in its own group (and the standard
 # library); the public package ``jitguard`` sits above all of them. The base
 # ``Source`` lives in ``guards`` beside ``Guard`` because ``Source.make_guard`` builds
@@ -15,5 +16,7 @@
 # standard-library only, so every layer can log and trace; what a compile reports is
 # built in ``cache`` ([Note: Compile events]), and the torch integration plugs both into
 # torch's logging ([Note: jitguard in torch's logging]). ``torch`` is the only package
-# that imports torch. tests/test_layering.py enforces this.
+# that imports torch. ``store`` (the persistent store) knows guard-set documents and
+# bytes, never a cache entry; ``cache.persist`` joins the two. tests/test_layering.py
+# enforces this.
 """

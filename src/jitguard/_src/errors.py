@@ -25,6 +25,8 @@ __all__ = [
     "RecompileLimitWarning",
     "RestartCompile",
     "SourceError",
+    "StoreError",
+    "StoreWarning",
     "UnreadableSourceError",
 ]
 
@@ -122,6 +124,17 @@ class CaptureError(JitGuardError, RuntimeError):
 class GuardMismatchError(JitGuardError, AssertionError):
     """Verify mode: jitguard's check and torch's own guard tree disagree about a call (the
     message gives both explanations)."""
+
+
+class StoreError(JitGuardError, RuntimeError):
+    """The persistent store cannot be opened as asked (a Redis URL without redis-py, a key
+    file others can read, an unusable cache directory). Faults while a store is in use are
+    never raised: they are ``StoreWarning``s, and the function compiles instead."""
+
+
+class StoreWarning(UserWarning):
+    """A stored entry was refused (bad signature, corrupt, stale) or a tier failed (disk
+    full, Redis down or slow): the function compiles instead, and the result is right."""
 
 
 class ArtifactError(JitGuardError, ValueError):

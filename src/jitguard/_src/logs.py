@@ -4,7 +4,7 @@ May import: nothing from jitguard (the standard library only).
 
 # [Note: Log switches]
 # jitguard logs on a few named loggers (``LOGS``: ``recompiles``, ``guards``, ``dispatch``,
-# ``compile``, ``codegen``, ``trace``, ``torch``, each ``jitguard.<name>``). ``JITGUARD_LOGS`` (read
+# ``compile``, ``codegen``, ``trace``, ``torch``, ``store``, each ``jitguard.<name>``). ``JITGUARD_LOGS`` (read
 # once, when jitguard is imported) and ``set_logs(...)`` take the same text, the way
 # ``TORCH_LOGS`` does: names separated by commas, ``+name`` for DEBUG, ``-name`` for ERROR
 # only, a bare name for INFO, ``all`` for every name. A name that is turned on gets that
@@ -52,6 +52,8 @@ LOGS: dict[str, str] = {
     "codegen": "the text of every generated check, chunk and dispatcher (DEBUG: +codegen)",
     "trace": "where the structured trace is written (INFO)",
     "torch": "the torch integration (INFO)",
+    "store": "the persistent store: entries loaded, rejected (by which guard) or stale, "
+    "entries saved, tier faults (INFO)",
 }
 
 _LEVELS = {"+": logging.DEBUG, "-": logging.ERROR, "": logging.INFO}

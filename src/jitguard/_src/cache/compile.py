@@ -47,7 +47,26 @@ from .reasons import EntryFailures
 from .request import CompileRequest, as_source
 from .signature import Signature
 
-__all__ = ["CompileJob", "Compiled", "covered", "int_value_sources"]
+__all__ = ["CompileJob", "Compiled", "covered", "identity_compiler", "int_value_sources"]
+
+
+def identity_compiler(request: CompileRequest) -> Callable[..., Any]:
+    """The default compiler: the artifact is ``fn`` itself (the cache then only remembers
+    which specializations were seen, and dispatches to them). Its entries can be stored:
+    the artifact's bytes are empty, and ``fn`` is the artifact again on load."""
+    return request.fn
+
+
+def _identity_serialize(artifact: Callable[..., Any]) -> bytes:
+    return b""
+
+
+def _identity_deserialize(data: bytes, fn: Callable[..., Any]) -> Callable[..., Any]:
+    return fn
+
+
+identity_compiler.serialize = _identity_serialize  # type: ignore[attr-defined]
+identity_compiler.deserialize = _identity_deserialize  # type: ignore[attr-defined]
 
 
 def covered(source: Source, marked: frozenset[Source]) -> bool:

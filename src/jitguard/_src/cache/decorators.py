@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Optional, ParamSpec, TypeVar, Union, overload
 
+from ..store.tiers import StoreLike
 from .policy import ArgPolicy
 from .reasons import HISTORY
 from .request import CompileRequest, SourceLike
@@ -32,6 +33,7 @@ def specialize(
     static: Iterable[SourceLike] = ..., dynamic: Iterable[SourceLike] = ...,
     error_on_recompile: bool = ..., policy: Optional[ArgPolicy] = ..., global_state: bool = ...,
     max_restarts: int = ..., maxsize: Optional[int] = ..., history: int = ...,
+    store: StoreLike = ...,
 ) -> Callable[_P, _R]: ...
 
 
@@ -42,6 +44,7 @@ def specialize(
     static: Iterable[SourceLike] = ..., dynamic: Iterable[SourceLike] = ...,
     error_on_recompile: bool = ..., policy: Optional[ArgPolicy] = ..., global_state: bool = ...,
     max_restarts: int = ..., maxsize: Optional[int] = ..., history: int = ...,
+    store: StoreLike = ...,
 ) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
 
 def specialize(
@@ -60,6 +63,7 @@ def specialize(
     max_restarts: int = 8,
     maxsize: Optional[int] = None,
     history: int = HISTORY,
+    store: StoreLike = None,
 ) -> Any:
     """Specialize ``fn``: return a function with ``fn``'s signature that keeps compiled,
     guarded entries and calls the most specialized one whose guards hold, compiling a new
@@ -74,7 +78,9 @@ def specialize(
     guard the registered global states. ``maxsize``: keep at most that many entries,
     evicting the least recently used (see [Note: maxsize]; ``recompile_limit`` then
     defaults to None, no limit; both None: an unbounded cache). ``history``: how many
-    recompile records to keep (the last ones; every one is counted). The returned
+    recompile records to keep (the last ones; every one is counted). ``store``: keep the
+    entries across processes (True: the default ``Store``; a directory; a ``Store``; False:
+    never; None: as ``JITGUARD_STORE`` says), see [Note: Persistent entries]. The returned
     function's ``cache`` attribute is its ``FunctionCache``.
 
     A ``staticmethod`` or ``classmethod`` gives the same kind of descriptor around the
@@ -86,7 +92,7 @@ def specialize(
         compiler=compiler, recompile_limit=recompile_limit, on_limit=on_limit,
         automatic_dynamic=automatic_dynamic, static=static, dynamic=dynamic,
         error_on_recompile=error_on_recompile, policy=policy, global_state=global_state,
-        max_restarts=max_restarts, maxsize=maxsize, history=history,
+        max_restarts=max_restarts, maxsize=maxsize, history=history, store=store,
     )
     if fn is None:
         return lambda f: _specialize(f, options)

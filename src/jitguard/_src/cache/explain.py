@@ -10,8 +10,9 @@ May import: cache.decorators, cache.observe, cache.specialize, cache.stats (and 
 # dtype, device, sizes, strides and requires_grad of a tensor guard), how often each check
 # failed on a recompile, its check's measured cost and its compile time; the function's
 # counters (hits, misses, compiles, fallbacks, ...); every compile, kept or not, with its
-# time and outcome; the guard that rejected calls most often; and every recompile's
-# reasons. ``str()`` is a readable report (at most ``max_guards`` checks per entry, the
+# time and outcome; the guard that rejected calls most often; every recompile's reasons;
+# with a store, its key, which tier each loaded entry came from, and every stored entry's
+# fate: loaded, rejected, stale, saved, not stored ([Note: Persistent entries]). ``str()`` is a readable report (at most ``max_guards`` checks per entry, the
 # rest counted), ``as_dict()``/``to_json()`` the whole of it.
 """
 
@@ -80,10 +81,12 @@ class Explanation:
         for e in d["entries"]:
             state = "" if e["valid"] else f", invalid: {e['invalid_reason']}"
             dynamic = f", dynamic: {', '.join(e['dynamic'])}" if e["dynamic"] else ""
+            made = (f"loaded from {e['stored']['tier']} ({e['stored']['entry']})"
+                    if e.get("stored") else f"compiled in {_ms(e['compile_time_s'])}")
             out.append(
                 f"  entry {e['compile_id']}: {e['hits']} hits, {e['guard_count']} checks, "
-                f"check {_us(e['check_cost_ns'])} per call, compiled in "
-                f"{_ms(e['compile_time_s'])}, specificity {e['specificity']}{dynamic}{state}"
+                f"check {_us(e['check_cost_ns'])} per call, {made}, "
+                f"specificity {e['specificity']}{dynamic}{state}"
             )
             guards = e["guards"]
             for g in guards[: self.max_guards]:
@@ -113,6 +116,9 @@ class Explanation:
                     f"    {c['compile_id']}: {c['outcome']} in {_ms(c['compile_time_s'])}, "
                     f"{c['guard_count']} checks, check {_us(c['check_cost_ns'])}{extra}"
                 )
+        if d.get("store"):
+            out.append(f"  store {d['store']['key']}:")
+            out.extend(f"    {line}" for line in d["store"]["events"])
         if d["recompiles"]:
             out.append("  recompiles:")
             for r in d["recompiles"]:
@@ -127,7 +133,7 @@ class Explanation:
         return f"<Explanation {self.data['function']}: {len(self.data['entries'])} entries>"
 
 
-def _entry(entry: Any, info: Any) -> dict[str, Any]:
+def _entry(entry: Any, info: Any, loaded: dict[Optional[str], Any]) -> dict[str, Any]:
     counts = dict(entry.failure_counts)
     guards = []
     for leaf in entry.check.leaves:
@@ -146,6 +152,11 @@ def _entry(entry: Any, info: Any) -> dict[str, Any]:
         "guard_count": len(entry.check.leaves),
         "check_cost_ns": info.check_cost_ns if info is not None else None,
         "compile_time_s": info.compile_time_s if info is not None else None,
+        "stored": (
+            {"entry": loaded[str(entry.compile_id)].entry,
+             "tier": loaded[str(entry.compile_id)].tier}
+            if str(entry.compile_id) in loaded else None
+        ),
         "failure_counts": counts,
         "guards": guards,
     }
@@ -158,6 +169,8 @@ def explain(f: Union[Callable[..., Any], FunctionCache], *, max_guards: int = 50
     ``str()`` of the result is a report (``max_guards`` checks shown per entry);
     ``.as_dict()``/``.to_json()`` hold everything. See [Note: Explaining a cache]."""
     cache = f if isinstance(f, FunctionCache) else cache_of(f)
+    events = cache.store_events()
+    loaded = {e.compile_id: e for e in events if e.outcome == "loaded"}
     stats = cache.stats()
     counts = cache.guard_failure_counts()
     rejections = sum(
@@ -173,11 +186,14 @@ def explain(f: Union[Callable[..., Any], FunctionCache], *, max_guards: int = 50
             "failures": stats.failures, "fallbacks": stats.fallbacks,
             "invalidations": stats.invalidations, "entries": stats.entries,
         },
-        "entries": [_entry(e, cache.compile_info(e)) for e in cache.entries()],
+        "entries": [_entry(e, cache.compile_info(e), loaded) for e in cache.entries()],
         "compiles": [info.as_dict() for info in cache.compile_infos()],
         "guard_failure_counts": counts,
         "rejections": rejections,
         "most_rejecting_guard": None if top is None else {"guard": top[0], "failures": top[1]},
+        "store": None if cache.store_key is None else {
+            "key": cache.store_key, "events": [str(e) for e in events],
+        },
         "recompiles": [
             {
                 "compile_id": None if r.compile_id is None else str(r.compile_id),

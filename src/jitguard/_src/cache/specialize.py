@@ -46,12 +46,13 @@ from typing import Any, Generic, Optional, ParamSpec, TypeVar
 
 from ..guards import Source
 from ..ids import CompileId
-from .compile import CompileJob, int_value_sources
+from .compile import CompileJob, identity_compiler, int_value_sources
 from .dispatch import RESCAN_BELOW, Snapshot, build_snapshot, choose_dims
 from .entry import CacheEntry
 from .keys import Dispatcher, Layout, compute_layout
 from .lru import Lru
 from .observe import CompileInfo, CompileLog, dispatch_log
+from .persist import Persistence, StoreEvent, load_stored, open_persistence
 from .policy import ArgPolicy, default_policy, root_name
 from .reasons import (
     EXPLAINED,
@@ -76,12 +77,6 @@ _frame_ids = itertools.count()
 _tls = threading.local()
 _DEFAULT_LIMIT = 8
 _UNSET: Any = object()
-
-
-def identity_compiler(request: CompileRequest) -> Callable[..., Any]:
-    """The default compiler: the artifact is ``fn`` itself (the cache then only remembers
-    which specializations were seen, and dispatches to them)."""
-    return request.fn
 
 
 class FunctionCache(Generic[_P, _R]):
@@ -110,6 +105,7 @@ class FunctionCache(Generic[_P, _R]):
         max_restarts: int = 8,
         maxsize: Optional[int] = None,
         history: int = HISTORY,
+        store: Any = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"specialize needs a callable, got {fn!r}")
@@ -174,6 +170,11 @@ class FunctionCache(Generic[_P, _R]):
             self.signature, getattr(fn, "__name__", ""), self._miss,
             tick=self._lru.tick if self._lru is not None else None,
         )
+        # [Note: Persistent entries]: None unless a store is on and the compiler can use it.
+        self._persist: Optional[Persistence] = open_persistence(fn, self.compiler, store,
+                                                                 self.where)
+        if self._persist is not None:
+            self._persist.params = self.signature.params
         self._snapshot: Snapshot = build_snapshot((), self.dispatcher.keycode(Layout((), (), False)))
         self.dispatcher.install(self._snapshot.keycode, self._snapshot.index)
         self.function: Callable[_P, _R] = self.dispatcher.function
@@ -227,6 +228,8 @@ class FunctionCache(Generic[_P, _R]):
             if self._dirty:
                 self._drop_dead()
             entry = self._snapshot.lookup(values)
+            if entry is None and self._persist is not None and self._persist.pending:
+                entry = load_stored(self, values)
             if entry is not None:
                 entry.slow_hits += 1
                 if self._lru is not None:
@@ -240,6 +243,9 @@ class FunctionCache(Generic[_P, _R]):
         """Under the lock, no entry accepts ``values``: what to call instead."""
         self._counters.bump("misses")
         recompile = self._compiles > 0
+        # Loaded entries that reject the call are explained like compiled ones, but the
+        # first compile of this process is not a recompile ([Note: Persistent entries]).
+        explained = recompile or bool(self._entries)
         limit = self.recompile_limit
         past_limit = limit is not None and self._compiles >= limit
         if past_limit and self.on_limit == "fallback" and self._warned:
@@ -252,7 +258,7 @@ class FunctionCache(Generic[_P, _R]):
                               f"{size} entries rejected the call" if size else "no entry yet")
         covered: list[CacheEntry] = []
         unexplained = 0
-        if recompile:
+        if explained:
             covered, unexplained = self._snapshot.closest(values, EXPLAINED)
         refused = refuse(
             self.where, covered, values, unexplained=unexplained, recompile=recompile,
@@ -265,7 +271,7 @@ class FunctionCache(Generic[_P, _R]):
             self._counters.bump("fallbacks")
             return self.fn
         record: Optional[RecompileRecord] = None
-        if recompile:
+        if explained:
             # [Note: Recompile reasons]: explained when read, unless the values may change.
             if keepable(values):
                 record = RecompileRecord(None, pending=covered, values=values,
@@ -278,10 +284,7 @@ class FunctionCache(Generic[_P, _R]):
             made_dynamic = int_value_sources(covered, record.entries, values,
                                              self.signature.params, self._job.f_globals,
                                              self._static)
-        if self._frame_id is None:
-            self._frame_id = next(_frame_ids)
-        compile_id = CompileId(frame_id=self._frame_id, frame_compile_id=self._next_compile)
-        self._next_compile += 1
+        compile_id = self._new_compile_id()
         names = tuple(sorted(s.name() for s in made_dynamic))
         if record is not None:
             record.made_dynamic = names
@@ -322,14 +325,8 @@ class FunctionCache(Generic[_P, _R]):
                                        cache_size=cache_size, record=record)
             return done.artifact
         assert done.check is not None
-        entry = CacheEntry(
-            compile_id=compile_id, artifact=done.artifact, check=done.check,
-            params=self.signature.params, dynamic=done.request.dynamic_sources,
-            seq=next(self._seq), on_invalid=self._invalid, redirect=self._redirect,
-            history=self._history,
-        )
+        entry = self._join(compile_id, done.artifact, done.check, done.request.dynamic_sources)
         dynamic, static = done.dynamic, done.static
-        self._entries[entry.seq] = entry
         self._compiles += 1
         self._counters.bump("compiles")
         self._auto = dynamic - self._dynamic
@@ -337,15 +334,36 @@ class FunctionCache(Generic[_P, _R]):
         if record is not None:
             record.compile_id = compile_id
             self._history.add(record)
-        if self._lru is not None:
-            self._lru.add(entry)
-        self._add(entry)
+        if self._persist is not None:
+            self._persist.save(entry)
         # [Note: Compile events]; the compile log and the guards log say the rest.
         self._compile_log.compiled(compile_id, started, values, entry, cache_size=cache_size,
                                    record=record)
         if self.maxsize is not None:
             self._evict_over(self.maxsize)
         return entry.artifact
+
+    def _new_compile_id(self) -> CompileId:
+        """The next compile id of this function (the frame id is taken on first use)."""
+        if self._frame_id is None:
+            self._frame_id = next(_frame_ids)
+        compile_id = CompileId(frame_id=self._frame_id, frame_compile_id=self._next_compile)
+        self._next_compile += 1
+        return compile_id
+
+    def _join(self, compile_id: CompileId, artifact: Callable[..., Any], check: Any,
+              dynamic: frozenset[Source]) -> CacheEntry:
+        """A new entry (compiled or loaded) joins the cache and is published."""
+        entry = CacheEntry(
+            compile_id=compile_id, artifact=artifact, check=check,
+            params=self.signature.params, dynamic=dynamic, seq=next(self._seq),
+            on_invalid=self._invalid, redirect=self._redirect, history=self._history,
+        )
+        self._entries[entry.seq] = entry
+        if self._lru is not None:
+            self._lru.add(entry)
+        self._add(entry)
+        return entry
 
     def _add(self, entry: CacheEntry) -> None:
         """Publish a new entry: in place when it fits the snapshot's layout, else in a new
@@ -492,7 +510,20 @@ class FunctionCache(Generic[_P, _R]):
             self._reset_state()
             self._static = self._declared_static
             self._counters.reset()
+            if self._persist is not None:
+                self._persist.reset()
             self._publish([])
+
+    def store_events(self) -> tuple[StoreEvent, ...]:
+        """What happened to this function's stored entries, oldest first: loaded, rejected
+        (why), stale (why), saved, not stored ([Note: Persistent entries] 5); () without a
+        store."""
+        return self._persist.events() if self._persist is not None else ()
+
+    @property
+    def store_key(self) -> Optional[str]:
+        """The key this function's entries are stored under (None without a store)."""
+        return self._persist.key if self._persist is not None else None
 
     def snapshot(self) -> Snapshot:
         """The published snapshot (the dispatcher's view), for debugging."""

@@ -69,6 +69,8 @@ __all__ = [
     "import_guards",
     "register_schema_codec",
     "register_schema_type",
+    "source_from_json",
+    "source_to_json",
 ]
 
 GUARD_SCHEMA_VERSION = 1
@@ -405,6 +407,20 @@ def _decode_source(data: Any, where: str) -> Source:
         raise GuardSchemaError(f"{where}: cannot rebuild {data['type']}: {e}") from None
     assert isinstance(source, Source)
     return source
+
+
+def source_to_json(source: Source) -> dict[str, Any]:
+    """A source as the guard-set documents write it (``GuardSchemaError`` when it has no
+    JSON form)."""
+    try:
+        return _encode_source(source)
+    except _Unencodable as e:
+        raise GuardSchemaError(f"{source.name()} has no JSON form: {e.what}") from None
+
+
+def source_from_json(data: Any) -> Source:
+    """The source ``source_to_json`` wrote (looked up among loaded classes only)."""
+    return _decode_source(data, "source")
 
 
 # ---- guard records ---------------------------------------------------------------------

@@ -1,0 +1,350 @@
+"""Persistent entries of one ``FunctionCache``: stored entries loaded into it, compiled ones
+saved from it.
+
+May import: errors, guards, compiler.*, store.*, cache.entry.
+
+# [Note: Persistent entries]
+# With a store (``specialize(..., store=...)``, or ``JITGUARD_STORE``), a function's
+# entries outlive the process. Invariants:
+#   1. What is stored is only what a compiler can re-create: its ``compiler`` must offer
+#      ``serialize(artifact) -> bytes`` and ``deserialize(data, fn) -> artifact`` (the
+#      default compiler does: its artifact is ``fn``); otherwise nothing of the function
+#      is stored, and it says so once, when ``specialize`` is called (a ``StoreWarning``
+#      when the store was asked for by ``store=``, a ``jitguard.store`` log line when only
+#      ``JITGUARD_STORE`` turned it on). ``store_environment() -> Mapping[str, str]``, when
+#      the compiler has it, adds to the key ([Note: Store keys]).
+#   2. An entry is saved after its compile, as its guard-set document ([Note: Guard set
+#      schema]), its dynamic sources and the artifact's bytes, signed ([Note: Store
+#      signing]). An entry with a guard that is not portable (an identity guard on an object
+#      of this process) is not saved; the log names the guard.
+#   3. Stored entries are loaded on the function's first miss, not before (the modules the
+#      guards name are imported by then): the local tier first and, if the call still
+#      misses, the shared tier. Each tier is read once per process.
+#   4. A loaded entry is re-bound through its sources: its guards are compiled again from
+#      their records (modules, classes and functions found by qualified name in
+#      ``sys.modules``; nothing is imported, eval'd or exec'd), and it joins the cache like a
+#      compiled entry, so its guards are checked on every call, the first included. An
+#      entry is *rejected* when one of its guards is not portable or cannot be re-bound
+#      (the reason names the guard), when its artifact cannot be deserialized, or when its
+#      value fails a check ([Note: Stored value format]: refused or corrupt); it is
+#      *stale* when it was written by another format, or when only entries of another
+#      version of the function or environment exist ([Note: Store keys]). A loaded entry
+#      that rejects a call is explained like any entry ([Note: Recompile reasons]).
+#   5. ``FunctionCache.store_events()``, ``explain`` and the ``jitguard.store`` log say, per
+#      stored entry: loaded, rejected (why), stale (why), saved, not stored (why).
+#   6. No fault of the store reaches the caller ([Note: Store faults]).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable
+from typing import Any, NamedTuple, Optional
+
+from ..compiler.check import CheckFunction
+from ..compiler.schema import (
+    compile_guard_records,
+    export_guards,
+    import_guards,
+    source_from_json,
+    source_to_json,
+)
+from ..errors import GuardSchemaError, StoreWarning
+from ..guards import Source
+from ..store.codec import RecordError, StoredRecord
+from ..store.keys import entry_id, environment, function_identity, function_key
+from ..store.tiers import Fetched, Store, resolve_store, store_log, warn
+from .entry import CacheEntry
+
+__all__ = ["Loaded", "Persistence", "StoreEvent", "load_stored", "open_persistence"]
+
+_EVENTS = 256
+
+
+class StoreEvent(NamedTuple):
+    """What happened to one stored entry: ``outcome`` is "loaded", "rejected", "stale",
+    "saved" or "not stored"; ``entry`` its id in the store (``KEY:ENTRY``), ``tier`` where
+    it was read or written, ``compile_id`` the compile id it got or came from."""
+
+    entry: str
+    outcome: str
+    reason: str
+    tier: str
+    compile_id: Optional[str]
+
+    def __str__(self) -> str:
+        cid = f" ({self.compile_id})" if self.compile_id else ""
+        why = f": {self.reason}" if self.reason else ""
+        return f"{self.outcome} {self.entry}{cid} [{self.tier}]{why}"
+
+
+class Loaded(NamedTuple):
+    """A stored entry ready to join the cache."""
+
+    ref: str
+    tier: str
+    check: CheckFunction
+    artifact: Callable[..., Any]
+    dynamic: frozenset[Source]
+
+
+def open_persistence(fn: Any, compiler: Any, spec: Any, where: str) -> Optional[Persistence]:
+    """The persistence of a function, or None (no store, or one that cannot be used; said
+    once, see [Note: Persistent entries] 1)."""
+    store, explicit = resolve_store(spec)
+    if store is None:
+        return None
+    why = None
+    if not (callable(getattr(compiler, "serialize", None))
+            and callable(getattr(compiler, "deserialize", None))):
+        name = getattr(compiler, "__qualname__", type(compiler).__qualname__)
+        why = (f"its compiler {name} has no serialize(artifact) -> bytes and "
+               f"deserialize(data, fn) -> artifact")
+    identity = function_identity(fn)
+    if why is None and identity is None:
+        why = "it is not a Python function (no code object to identify it by)"
+    if why is not None:
+        message = f"jitguard store: nothing of {where} is stored: {why}"
+        if explicit:
+            warn(message, stacklevel=5)
+        else:
+            store_log.info("%s", message)
+        return None
+    assert identity is not None
+    return Persistence(fn, compiler, store, identity, where)
+
+
+def load_stored(cache: Any, values: tuple[Any, ...]) -> Optional[CacheEntry]:
+    """Under ``cache``'s lock, on a miss: read its store's tiers in turn until an entry
+    accepts ``values`` ([Note: Persistent entries] 3, 4); each loaded entry joins the cache
+    with a compile id of this process (a ``FunctionCache``: ``_persist``, ``_join``)."""
+    persist: Persistence = cache._persist
+    while persist.pending:
+        loaded = persist.load_next()
+        for item in loaded:
+            entry = cache._join(cache._new_compile_id(), item.artifact, item.check,
+                                item.dynamic)
+            persist.loaded(item, entry)
+        if loaded:
+            if cache.maxsize is not None:
+                cache._evict_over(cache.maxsize)
+            entry = cache.snapshot().lookup(values)
+            if entry is not None:
+                return entry
+    return None
+
+
+class Persistence:
+    """Loading and saving the entries of one function ([Note: Persistent entries])."""
+
+    def __init__(self, fn: Any, compiler: Any, store: Store, identity: dict[str, str],
+                 where: str) -> None:
+        self.fn = fn
+        self.compiler = compiler
+        self.store = store
+        self.identity = identity
+        self.where = where
+        self.params: tuple[str, ...] = ()
+        self._key: Optional[str] = None
+        self._env: dict[str, str] = {}
+        self._pending = ["sqlite"] + (["redis"] if store.shared is not None else [])
+        self._seen: set[str] = set()  # entry ids loaded or refused in this process
+        self._events: deque[StoreEvent] = deque(maxlen=_EVENTS)
+        self._lock = threading.Lock()
+        self.f_globals = getattr(inspect.unwrap(fn), "__globals__", None)
+
+    @property
+    def key(self) -> Optional[str]:
+        """The function's store key (None when the compiler's environment cannot be had)."""
+        if self._key is None:
+            extra: Any = {}
+            get_env = getattr(self.compiler, "store_environment", None)
+            if get_env is not None:
+                try:
+                    extra = dict(get_env())
+                except Exception as e:
+                    warn(f"jitguard store: {self.where}: store_environment() raised "
+                         f"{type(e).__name__}: {e}; nothing is stored", stacklevel=6)
+                    self._pending = []
+                    return None
+            self._env = environment(extra)
+            self._key, _ = function_key(self.identity, self.compiler, self._env)
+        return self._key
+
+    @property
+    def pending(self) -> bool:
+        """Whether a tier is still to be read."""
+        return bool(self._pending)
+
+    def reset(self) -> None:
+        """After ``FunctionCache.clear()``: read the tiers again on the next miss."""
+        self._pending = ["sqlite"] + (["redis"] if self.store.shared is not None else [])
+        self._seen.clear()
+
+    def events(self) -> tuple[StoreEvent, ...]:
+        return tuple(self._events)
+
+    def _event(self, ref: str, outcome: str, reason: str, tier: str,
+               compile_id: Optional[str] = None, *, warning: bool = False) -> None:
+        event = StoreEvent(ref, outcome, reason, tier, compile_id)
+        self._events.append(event)
+        if warning:
+            message = f"jitguard store: {self.where}: {event}; compiling instead"
+            store_log.info("%s", message)
+            warnings.warn(message, StoreWarning, stacklevel=6)
+        elif store_log.isEnabledFor(logging.INFO):
+            store_log.info("%s: %s", self.where, event)
+
+    # ---- loading ---------------------------------------------------------------------
+    def load_next(self) -> list[Loaded]:
+        """Read the next tier: the entries that can join the cache."""
+        key = self.key
+        if key is None or not self._pending:
+            return []
+        tier = self._pending.pop(0)
+        fetched = self.store.fetch(key, tier)
+        out = []
+        for item in fetched:
+            if item.entry in self._seen:
+                continue
+            self._seen.add(item.entry)
+            loaded = self._load_one(key, item)
+            if loaded is not None:
+                out.append(loaded)
+        if not fetched and tier == "sqlite":
+            self._report_stale(key)
+        return out
+
+    def _load_one(self, key: str, item: Fetched) -> Optional[Loaded]:
+        ref = f"{key}:{item.entry}"
+        try:
+            record = self.store.decode(item.value)
+        except RecordError as e:
+            self._event(ref, "stale" if e.outcome == "stale" else "rejected",
+                        f"{e.outcome}: {e.message}", item.tier, warning=True)
+            return None
+        if record.key != key or record.entry != item.entry:
+            self._event(ref, "rejected", f"the value is filed under {record.key}:"
+                        f"{record.entry}, not where it was found", item.tier, warning=True)
+            return None
+        if record.env != self._env:
+            diff = sorted(k for k in set(record.env) | set(self._env)
+                          if record.env.get(k) != self._env.get(k))
+            self._event(ref, "stale", f"written for another environment ({', '.join(diff)})",
+                        item.tier, warning=True)
+            return None
+        try:
+            records = import_guards(record.guards)
+            if record.guards.get("arg_names") != list(self.params):
+                raise GuardSchemaError(
+                    f"its guards take {record.guards.get('arg_names')}, the function takes "
+                    f"{list(self.params)}"
+                )
+            check = compile_guard_records(
+                records, arg_names=self.params, f_globals=self.f_globals,
+                name=f"{self.where.split(' in ')[0]} stored {item.entry}",
+            )
+        except GuardSchemaError as e:
+            stale = "newer jitguard" in str(e)
+            self._event(ref, "stale" if stale else "rejected", str(e), item.tier,
+                        warning=stale)
+            return None
+        try:
+            artifact = self.compiler.deserialize(record.artifact, self.fn)
+        except Exception as e:
+            self._event(ref, "rejected", f"deserialize raised {type(e).__name__}: {e}",
+                        item.tier, warning=True)
+            return None
+        if not callable(artifact):
+            self._event(ref, "rejected", f"deserialize returned {artifact!r}, not a callable",
+                        item.tier, warning=True)
+            return None
+        dynamic: set[Source] = set()
+        for data in record.dynamic:
+            try:
+                dynamic.add(source_from_json(data))
+            except GuardSchemaError:
+                pass  # what was dynamic is information only; the guards decide
+        return Loaded(ref, item.tier, check, artifact, frozenset(dynamic))
+
+    def loaded(self, item: Loaded, entry: CacheEntry) -> None:
+        """``item`` joined the cache as ``entry``."""
+        self._event(item.ref, "loaded", f"{len(entry.check.leaves)} guards", item.tier,
+                    str(entry.compile_id))
+
+    def _report_stale(self, key: str) -> None:
+        """Nothing under ``key``: say which stored entries of this function are stale."""
+        try:
+            rows = [r for r in self.store.rows(self.identity["name"]) if r.key != key]
+        except Exception:
+            return
+        for row in rows[:8]:
+            reason = "stored for another version of the function or environment"
+            try:
+                value = self.store.local.get_one(row.key, row.entry)
+                if value is not None:
+                    reason = self._why_stale(self.store.decode(value))
+            except Exception:
+                pass
+            self._event(f"{row.key}:{row.entry}", "stale", reason, "sqlite")
+
+    def _why_stale(self, record: StoredRecord) -> str:
+        parts = []
+        if record.identity.get("code") != self.identity["code"]:
+            parts.append("the function's code, defaults or closure changed")
+        compiler = function_key(self.identity, self.compiler, self._env)[1]["compiler"]
+        if record.identity.get("compiler") not in (None, compiler):
+            parts.append(f"compiler {record.identity.get('compiler')} -> {compiler}")
+        for k in sorted(set(record.env) | set(self._env)):
+            if record.env.get(k) != self._env.get(k):
+                parts.append(f"{k} {record.env.get(k)} -> {self._env.get(k)}")
+        return "; ".join(parts) or "stored under another key"
+
+    # ---- saving ----------------------------------------------------------------------
+    def save(self, entry: CacheEntry) -> None:
+        """Store a compiled entry ([Note: Persistent entries] 2); faults are warnings."""
+        key = self.key
+        if key is None:
+            return
+        cid = str(entry.compile_id)
+        doc = export_guards(entry.check, arg_names=self.params)
+        eid = entry_id(doc)
+        ref = f"{key}:{eid}"
+        for g in doc["guards"]:
+            if not g["portable"]:
+                names = ", ".join(s["name"] for s in g["sources"])
+                self._event(ref, "not stored", f"the {g['kind']} guard on {names} is not "
+                            f"portable: {g.get('reason')}", "-", cid)
+                return
+        try:
+            data = self.compiler.serialize(entry.artifact)
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(f"serialize returned {type(data).__name__}, not bytes")
+            data = bytes(data)
+        except Exception as e:
+            message = (f"jitguard store: {self.where}: entry {cid} not stored: serialize "
+                       f"raised {type(e).__name__}: {e}")
+            self._events.append(StoreEvent(ref, "not stored", message, "-", cid))
+            warn(message, stacklevel=6)
+            return
+        dynamic = []
+        for source in sorted(entry.dynamic, key=lambda s: s.name()):
+            try:
+                dynamic.append(source_to_json(source))
+            except GuardSchemaError:
+                pass
+        compiler = function_key(self.identity, self.compiler, self._env)[1]["compiler"]
+        record = StoredRecord(
+            key=key, entry=eid, name=self.identity["name"], env=self._env,
+            identity={"code": self.identity["code"], "compiler": compiler},
+            guards=doc, dynamic=dynamic, artifact=data, created=time.time(),
+        )
+        self._seen.add(eid)
+        tiers = self.store.save(record)
+        if tiers:
+            self._event(ref, "saved", f"{len(data)} artifact bytes", "+".join(tiers), cid)

@@ -1,0 +1,531 @@
+"""Persistent entries of specialized functions (cache.persist): warm starts in real new
+processes, guards re-checked on load, refused and stale values, faults of both tiers."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jitguard
+from jitguard import GlobalSource, Store, StoreWarning
+from jitguard import GuardBuilder as GB
+from jitguard._src.store.codec import MAGIC, StoredRecord
+from jitguard._src.store.keys import STORE_FORMAT
+from jitguard._src.store.signing import MAC_BYTES
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+MODULE = '''
+import os, time
+import jitguard
+from jitguard import GlobalSource, GuardBuilder as GB
+
+_cfg = os.environ.get("CFG", "1")
+CFG = int(_cfg) if _cfg.isdigit() else _cfg
+COMPILES = []
+
+
+class Compiler:
+    def __call__(self, request):
+        COMPILES.append(str(request.compile_id))
+        time.sleep(float(os.environ.get("COMPILE_SLEEP", "0")))
+        request.add_guard(GlobalSource("CFG"), GB.EQUALS_MATCH)
+        return request.fn
+
+    def serialize(self, artifact):
+        return b"fn:" + artifact.__name__.encode()
+
+    def deserialize(self, data, fn):
+        if os.environ.get("BREAK_DESERIALIZE"):
+            raise RuntimeError("cannot rebuild the artifact")
+        assert data == b"fn:" + fn.__name__.encode(), data
+        return fn
+
+    def store_environment(self):
+        return {"flavour": os.environ.get("FLAVOUR", "plain")}
+
+
+def f(x, n):
+    return [x * n, CFG]
+
+
+g = jitguard.specialize(f, compiler=Compiler(), store=True, recompile_limit=None)
+'''
+
+RUNNER = '''
+import json, sys, warnings
+caught = []
+warnings.simplefilter("always")
+warnings.showwarning = lambda m, c, *a, **k: caught.append(f"{c.__name__}: {m}")
+import jitguard, storemod
+calls = json.loads(sys.argv[1])
+results = [storemod.g(*c) for c in calls]
+again = [storemod.g(*c) for c in calls]
+assert again == results
+cache = jitguard.cache_of(storemod.g)
+print(json.dumps({
+    "results": results, "compiles": len(storemod.COMPILES),
+    "events": [e._asdict() for e in cache.store_events()], "reasons": cache.reasons(),
+    "warnings": caught, "explain": str(jitguard.explain(storemod.g)),
+    "key": cache.store_key,
+}))
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path, store_dir: Path) -> Path:
+    """A folder with the module ``storemod`` and the runner script."""
+    (tmp_path / "storemod.py").write_text(MODULE)
+    (tmp_path / "runner.py").write_text(RUNNER)
+    return tmp_path
+
+
+def run(project: Path, calls: list[list[Any]], **env: str) -> dict[str, Any]:
+    """Run the calls in a fresh interpreter; what it saw."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("JITGUARD_")}
+    full["PYTHONPATH"] = f"{project}{os.pathsep}{SRC}"
+    full["JITGUARD_CACHE_DIR"] = os.environ["JITGUARD_CACHE_DIR"]
+    full.update(env)
+    out = subprocess.run(
+        [sys.executable, str(project / "runner.py"), json.dumps(calls)], env=full,
+        capture_output=True, text=True, timeout=180,
+    )
+    assert out.returncode == 0, out.stderr
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
+
+
+def outcomes(data: dict[str, Any]) -> list[str]:
+    return [e["outcome"] for e in data["events"]]
+
+
+CALLS = [[2, 3], [2.0, 3], ["ab", 2]]
+
+
+def test_warm_start_in_a_new_process(project: Path) -> None:
+    """A second process loads the entries the first compiled: no compile, same results,
+    and explain says where each entry came from."""
+    cold = run(project, CALLS)
+    assert cold["compiles"] == 3
+    assert outcomes(cold) == ["saved"] * 3
+    assert cold["warnings"] == []
+    warm = run(project, CALLS)
+    assert warm["results"] == cold["results"] == [[6, 1], [6.0, 1], ["abab", 1]]
+    assert warm["compiles"] == 0
+    assert outcomes(warm) == ["loaded"] * 3
+    assert warm["key"] == cold["key"]
+    assert "loaded from sqlite" in warm["explain"]
+    assert warm["warnings"] == []
+
+
+def test_entry_whose_global_guard_fails_is_never_used(project: Path) -> None:
+    """A stored entry guarding G['CFG'] == 1 is loaded in a process where CFG is 2 (or a
+    str) but never used: the call compiles, the result is the new one, and the reason names
+    the guard."""
+    run(project, [[2, 3]])
+    warm = run(project, [[2, 3]], CFG="2")
+    assert warm["results"] == [[6, 2]]
+    assert warm["compiles"] == 1
+    assert outcomes(warm) == ["loaded", "saved"]
+    assert any("G['CFG'] == 1" in r and "got 2" in r for r in warm["reasons"]), warm["reasons"]
+    other = run(project, [[2, 3]], CFG="one")
+    assert other["compiles"] == 1
+    assert any("G['CFG']" in r and "str" in r for r in other["reasons"]), other["reasons"]
+
+
+def _db(store_dir: Path) -> sqlite3.Connection:
+    return sqlite3.connect(store_dir / "store.sqlite3", isolation_level=None)
+
+
+def _rewrite(store_dir: Path, change: Any) -> int:
+    """Apply ``change(value) -> value`` to every stored value; how many there were."""
+    db = _db(store_dir)
+    rows = db.execute("SELECT key, entry, value FROM entries").fetchall()
+    for key, entry, value in rows:
+        db.execute("UPDATE entries SET value = ? WHERE key = ? AND entry = ?",
+                   (change(bytes(value)), key, entry))
+    db.close()
+    return len(rows)
+
+
+def _forge(value: bytes) -> bytes:
+    """Same format, a MAC made without the key."""
+    cut = len(MAGIC) + 1
+    return value[:cut] + bytes(MAC_BYTES) + value[cut + MAC_BYTES:]
+
+
+def _flip(value: bytes) -> bytes:
+    bad = bytearray(value)
+    bad[len(bad) // 2] ^= 0x10
+    return bytes(bad)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (_forge, "bad signature"),
+        (_flip, "bad signature"),
+        (lambda v: v[: len(v) - 7], "bad signature"),
+        (lambda v: v[:10], "corrupt"),
+    ],
+    ids=["forged", "bit-flipped", "truncated", "cut-to-the-header"],
+)
+def test_a_bad_value_is_refused_with_a_warning(
+    project: Path, store_dir: Path, change: Any, reason: str
+) -> None:
+    """A forged, bit-flipped or truncated value is never loaded: a StoreWarning says why,
+    the call compiles, and the result is right."""
+    run(project, [[2, 3]])
+    assert _rewrite(store_dir, change) == 1
+    warm = run(project, [[2, 3]])
+    assert warm["results"] == [[6, 1]]
+    assert warm["compiles"] == 1
+    assert outcomes(warm)[0] == "rejected"
+    assert reason in warm["events"][0]["reason"]
+    assert any(w.startswith("StoreWarning") and reason in w for w in warm["warnings"])
+
+
+def test_a_value_signed_with_another_key_is_never_loaded(project: Path) -> None:
+    """Process one signs with one JITGUARD_CACHE_KEY, process two has another: refused."""
+    run(project, [[2, 3]], JITGUARD_CACHE_KEY="the first key, long enough")
+    warm = run(project, [[2, 3]], JITGUARD_CACHE_KEY="the other key, long enough")
+    assert warm["compiles"] == 1
+    assert outcomes(warm)[0] == "rejected"
+    assert "another key" in warm["events"][0]["reason"]
+    # the second process replaced the entry with its own, signed with its key
+    same = run(project, [[2, 3]], JITGUARD_CACHE_KEY="the other key, long enough")
+    assert same["compiles"] == 0
+
+
+def test_a_newer_format_is_stale(project: Path, store_dir: Path) -> None:
+    """A value of a newer store format (signed right) is stale: warning, recompile."""
+    run(project, [[2, 3]])
+    from jitguard._src.store.signing import Signer
+
+    signer = Signer.for_directory(store_dir)
+
+    def newer(value: bytes) -> bytes:
+        body = value[len(MAGIC) + 1 + MAC_BYTES:]
+        head = MAGIC + bytes([STORE_FORMAT + 1])
+        return head + signer.sign(head + body) + body
+
+    _rewrite(store_dir, newer)
+    warm = run(project, [[2, 3]])
+    assert warm["compiles"] == 1
+    assert outcomes(warm)[0] == "stale"
+    assert f"format {STORE_FORMAT + 1}" in warm["events"][0]["reason"]
+    assert any("StoreWarning" in w for w in warm["warnings"])
+
+
+def test_another_environment_makes_entries_stale(project: Path) -> None:
+    """The compiler's store_environment is part of the key: entries stored for another one
+    are not loaded, and the store log names what differs."""
+    run(project, [[2, 3]], FLAVOUR="spicy")
+    warm = run(project, [[2, 3]], FLAVOUR="mild")
+    assert warm["compiles"] == 1
+    assert outcomes(warm) == ["stale", "saved"]
+    assert "flavour spicy -> mild" in warm["events"][0]["reason"]
+
+
+def test_a_failing_deserialize_rejects_the_entry(project: Path) -> None:
+    """deserialize raising: the entry is rejected with the error, the call compiles."""
+    run(project, [[2, 3]])
+    warm = run(project, [[2, 3]], BREAK_DESERIALIZE="1")
+    assert warm["compiles"] == 1
+    assert outcomes(warm)[0] == "rejected"
+    assert "cannot rebuild the artifact" in warm["events"][0]["reason"]
+
+
+# ---- in one process ----------------------------------------------------------------------
+
+
+class Plain:
+    """A compiler with serialize/deserialize, counting its compiles."""
+
+    def __init__(self) -> None:
+        self.compiles = 0
+
+    def __call__(self, request: Any) -> Any:
+        self.compiles += 1
+        return request.fn
+
+    def serialize(self, artifact: Any) -> bytes:
+        return b"plain"
+
+    def deserialize(self, data: bytes, fn: Any) -> Any:
+        return fn
+
+
+def add(x: Any, n: Any) -> Any:
+    return x + n
+
+
+OBJ = object()
+
+
+def test_a_compiler_without_serialize_is_said_once(store_dir: Path) -> None:
+    """store=True with a compiler lacking serialize/deserialize: one StoreWarning, when
+    specialize is called; nothing is stored."""
+
+    def compiler(request: Any) -> Any:
+        return request.fn
+
+    with pytest.warns(StoreWarning, match=r"nothing of .*add.* is stored: its compiler"):
+        f = jitguard.specialize(add, compiler=compiler, store=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert f(1, 2) == 3 and f(1.0, 2) == 3.0
+    assert jitguard.cache_of(f).store_events() == ()
+    assert Store(store_dir).rows() == []
+
+
+def test_environment_turns_the_store_on(store_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    """JITGUARD_STORE=1 stores every function; store=False opts out; a compiler without
+    serialize is then a log line, not a warning."""
+    monkeypatch.setenv("JITGUARD_STORE", "1")
+    f = jitguard.specialize(add)
+    assert f(1, 2) == 3
+    assert [e.outcome for e in jitguard.cache_of(f).store_events()] == ["saved"]
+    off = jitguard.specialize(add, store=False)
+    assert off(1, 2) == 3 and jitguard.cache_of(off).store_key is None
+    with caplog.at_level("INFO", logger="jitguard.store"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jitguard.specialize(add, compiler=lambda r: r.fn)
+    assert "is stored: its compiler" in caplog.text
+    # a fresh function object of the same code loads what f saved
+    again = jitguard.specialize(add)
+    assert again(1, 2) == 3
+    assert [e.outcome for e in jitguard.cache_of(again).store_events()] == ["loaded"]
+
+
+def test_environment_directory(tmp_path: Path, store_dir: Path,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """JITGUARD_STORE=<directory> stores there."""
+    monkeypatch.setenv("JITGUARD_STORE", str(tmp_path / "elsewhere"))
+    f = jitguard.specialize(add)
+    assert f(1, 2) == 3
+    assert len(Store(tmp_path / "elsewhere").rows()) == 1
+
+
+def test_bad_store_argument() -> None:
+    """store= takes None, a bool, a directory or a Store."""
+    with pytest.raises(TypeError, match="store must be"):
+        jitguard.specialize(add, store=3)  # type: ignore[arg-type]
+
+
+def test_non_portable_guard_is_not_stored(store_dir: Path) -> None:
+    """An entry with an identity guard on an object of this process is not stored; the
+    event names the guard."""
+
+    class IdCompiler(Plain):
+        def __call__(self, request: Any) -> Any:
+            request.add_guard(GlobalSource("OBJ"), GB.ID_MATCH)
+            return super().__call__(request)
+
+    f = jitguard.specialize(add, compiler=IdCompiler(), store=store_dir)
+    assert f(1, 2) == 3
+    (event,) = jitguard.cache_of(f).store_events()
+    assert event.outcome == "not stored"
+    assert "the ID_MATCH guard on G['OBJ'] is not portable" in event.reason
+    assert Store(store_dir).rows() == []
+
+
+def test_stored_non_portable_guard_is_rejected_naming_it(store_dir: Path) -> None:
+    """A stored entry (written by some other writer) holding a non-portable guard is
+    rejected on load, and the reason names the guard; the call compiles."""
+    store = Store(store_dir)
+    compiler = Plain()
+    f = jitguard.specialize(add, compiler=compiler, store=store)
+    cache = jitguard.cache_of(f)
+    key = cache.store_key
+    assert key is not None
+    from jitguard._src.compiler.schema import export_guards
+    from jitguard._src.store.keys import entry_id
+
+    probe = jitguard.specialize(
+        add, compiler=lambda r: (r.add_guard(GlobalSource("OBJ"), GB.ID_MATCH), r.fn)[1])
+    probe(1, 2)
+    doc = export_guards(jitguard.cache_of(probe).entries()[0].check)
+    persist = cache._persist
+    assert persist is not None
+    store.save(StoredRecord(
+        key=key, entry=entry_id(doc), name=persist.identity["name"], env=persist._env,
+        identity={}, guards=doc, dynamic=[], artifact=b"plain", created=0.0,
+    ))
+    assert f(1, 2) == 3
+    assert compiler.compiles == 1
+    rejected = [e for e in cache.store_events() if e.outcome == "rejected"]
+    assert len(rejected) == 1
+    assert "the ID_MATCH guard on G['OBJ'] is not portable" in rejected[0].reason
+
+
+def test_stale_when_the_code_changed(store_dir: Path) -> None:
+    """Entries of another version of the function (same name, other code) are stale; the
+    event says the code changed."""
+    ns: dict[str, Any] = {"__name__": __name__}
+    exec("def add(x, n):\n    return x + n + 0\n", ns)
+    old = jitguard.specialize(ns["add"], compiler=Plain(), store=store_dir)
+    old(1, 2)
+    new = jitguard.specialize(add, compiler=Plain(), store=store_dir)
+    assert new(1, 2) == 3
+    events = jitguard.cache_of(new).store_events()
+    assert [e.outcome for e in events] == ["stale", "saved"]
+    assert "the function's code, defaults or closure changed" in events[0].reason
+    assert "stale" in str(jitguard.explain(new))
+
+
+def test_clear_reads_the_store_again(store_dir: Path) -> None:
+    """cache.clear() forgets the entries in memory; the next miss loads them again."""
+    compiler = Plain()
+    f = jitguard.specialize(add, compiler=compiler, store=store_dir)
+    f(1, 2)
+    jitguard.cache_of(f).clear()
+    assert f(1, 2) == 3
+    assert compiler.compiles == 1
+    assert [e.outcome for e in jitguard.cache_of(f).store_events()][-1] == "loaded"
+
+
+def test_loaded_entries_respect_maxsize(store_dir: Path) -> None:
+    """Loading more entries than maxsize keeps maxsize of them."""
+    f = jitguard.specialize(add, compiler=Plain(), store=store_dir, maxsize=None,
+                            recompile_limit=None)
+    for i in range(5):
+        f(i, 1)
+    compiler = Plain()
+    g = jitguard.specialize(add, compiler=compiler, store=store_dir, maxsize=2)
+    assert g(4, 1) == 5
+    assert len(jitguard.cache_of(g).entries()) <= 2
+    assert compiler.compiles == 0
+
+
+def test_disk_full_is_a_warning_and_the_entry_stays_in_memory(store_dir: Path) -> None:
+    """A local tier that cannot grow: StoreWarning, the call still compiles and returns the
+    right result, and the entry serves the next call."""
+    store = Store(store_dir)
+    conn = store.local.connection()
+    (pages,) = conn.execute("PRAGMA page_count").fetchone()
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+
+    class Big(Plain):
+        def serialize(self, artifact: Any) -> bytes:
+            return bytes(1 << 20)
+
+    compiler = Big()
+    f = jitguard.specialize(add, compiler=compiler, store=store)
+    with pytest.warns(StoreWarning, match="database or disk is full.*in memory only"):
+        assert f(1, 2) == 3
+    assert f(1, 2) == 3 and compiler.compiles == 1
+    assert store.rows() == []
+
+
+# ---- Redis faults ------------------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A local TCP server that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                held.append(conn)
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield int(server.getsockname()[1])
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+@pytest.mark.parametrize("server", ["closed", "silent"])
+def test_redis_down_or_slow_is_a_warning(
+    store_dir: Path, server: str, request: pytest.FixtureRequest
+) -> None:
+    """Redis on a closed port, or one that never answers: the first miss warns once (after
+    one short timeout), the call compiles and returns the right result, the local tier
+    still gets the entry, and the tier is not tried again for a while."""
+    port = _closed_port() if server == "closed" else request.getfixturevalue("silent_server")
+    store = Store(store_dir, redis_url=f"redis://127.0.0.1:{port}/0", redis_timeout=0.2)
+    compiler = Plain()
+    f = jitguard.specialize(add, compiler=compiler, store=store)
+    with pytest.warns(StoreWarning) as caught:
+        assert f(1, 2) == 3
+        assert f(1.5, 2) == 3.5
+    assert len(caught) == 1
+    assert "Redis at redis://127.0.0.1" in str(caught[0].message)
+    assert compiler.compiles == 2
+    assert len(store.rows()) == 2
+    assert store.shared is not None and store.shared.down
+
+
+def test_redis_url_without_redis_py_names_the_extra(tmp_path: Path) -> None:
+    """With redis-py missing, import jitguard and a store without Redis work; a Redis URL
+    is a StoreError naming the ``redis`` extra."""
+    code = (
+        "import sys; sys.modules['redis'] = None\n"
+        "import jitguard\n"
+        "f = jitguard.specialize(lambda x: x, store=True); assert f(3) == 3\n"
+        "try:\n"
+        "    jitguard.Store(redis_url='redis://127.0.0.1:6379/0')\n"
+        "except jitguard.StoreError as e:\n"
+        "    print(e)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": SRC, "JITGUARD_CACHE_DIR": str(tmp_path)}
+    env.pop("JITGUARD_REDIS_URL", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "pip install 'jitguard[redis]'" in out.stdout
+
+
+# ---- both tiers, real Redis --------------------------------------------------------------
+
+
+def test_read_through_from_redis_in_a_new_process(
+    project: Path, tmp_path: Path, redis_prefix: tuple[str, str]
+) -> None:
+    """A process with an empty local tier loads what another machine (another cache
+    directory) wrote to Redis, and copies it into its local tier."""
+    url, prefix = redis_prefix
+    env = {"JITGUARD_REDIS_URL": url, "JITGUARD_CACHE_KEY": "fleet key, shared by all",
+           "JITGUARD_REDIS_PREFIX": prefix}
+    first = run(project, CALLS, JITGUARD_CACHE_DIR=str(tmp_path / "machine-a"), **env)
+    assert first["compiles"] == 3
+    assert {e["tier"] for e in first["events"]} == {"sqlite+redis"}
+    second = run(project, CALLS, JITGUARD_CACHE_DIR=str(tmp_path / "machine-b"), **env)
+    assert second["compiles"] == 0
+    assert [(e["outcome"], e["tier"]) for e in second["events"]] == [("loaded", "redis")] * 3
+    assert len(Store(tmp_path / "machine-b", redis_url=None,
+                     key=b"fleet key, shared by all").rows()) == 3
+    third = run(project, CALLS, JITGUARD_CACHE_DIR=str(tmp_path / "machine-b"), **env)
+    assert [(e["outcome"], e["tier"]) for e in third["events"]] == [("loaded", "sqlite")] * 3
