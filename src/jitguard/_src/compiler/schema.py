@@ -358,7 +358,14 @@ def _decode(data: Any, where: str) -> Any:
 # ---- sources ---------------------------------------------------------------------------
 
 
-def _source_classes() -> dict[str, list[type]]:
+_classes_memo: dict[str, list[type]] = {}
+
+
+def _source_classes(name: Optional[str] = None) -> dict[str, list[type]]:
+    """Every loaded ``Source`` subclass by name and by ``module:qualname``. Walked again
+    only when ``name`` is not among those already found (a module loaded since)."""
+    if _classes_memo and (name is None or name in _classes_memo):
+        return _classes_memo
     out: dict[str, list[type]] = {}
     todo = [Source]
     seen: set[type] = set()
@@ -370,6 +377,8 @@ def _source_classes() -> dict[str, list[type]]:
                 todo.append(sub)
                 out.setdefault(sub.__name__, []).append(sub)
                 out.setdefault(_class_key(sub), []).append(sub)
+    _classes_memo.clear()
+    _classes_memo.update(out)
     return out
 
 
@@ -394,7 +403,7 @@ def _encode_source(source: Source) -> dict[str, Any]:
 def _decode_source(data: Any, where: str) -> Source:
     if not isinstance(data, dict) or "type" not in data or "fields" not in data:
         raise GuardSchemaError(f"{where}: {data!r} is not a source")
-    classes = _source_classes().get(data["type"], [])
+    classes = _source_classes(data["type"]).get(data["type"], [])
     if len(classes) != 1:
         what = "no loaded Source subclass" if not classes else "several Source subclasses"
         raise GuardSchemaError(

@@ -239,13 +239,13 @@ _SAVING_CONFIG = {
 
 @dataclasses.dataclass
 class SavedCapture:
-    """What serializing one capture needs: the program's bytecode, the module aliases and
-    builtins dicts it reads as globals, the name it calls its compiled graph by, the
+    """What serializing one capture needs: the program's bytecode, the module aliases it
+    reads as globals, the names of the globals Dynamo bound to the builtins dict, the name it calls its compiled graph by, the
     compiled graph in torch's serializable form, and every code object Dynamo traced."""
 
     bytecode: types.CodeType
     import_sources: dict[str, str]
-    builtins_dicts: dict[str, Any]
+    builtins_names: tuple[str, ...]
     backend_id: str
     compiled: Any  # a torch._dynamo.aot_compile_types.SerializableCallable
     traced_code: tuple[types.CodeType, ...]
@@ -271,9 +271,21 @@ def _saved(gco: Any, bi: Any, gm: torch.fx.GraphModule,
     else:
         return None, f"the backend returned a {type(compiled).__qualname__}, which torch cannot serialize"
     env = gco.get_runtime_env()
-    builtins_dicts = {k: v for k, v in env.used_globals.items() if k.startswith("__builtins_dict__")}
-    return SavedCapture(env.bytecode, dict(env.import_sources), builtins_dicts, bi.backend_id,
+    # Dynamo guards builtins through a global it binds to the module's builtins dict
+    # (``G['__builtins_dict___0']['iter']``): its names are kept, to be bound again on load.
+    scope_builtins = builtins_dict(gco.f_globals)
+    builtins_names = tuple(k for k, v in gco.f_globals.items()
+                           if k.startswith("__builtins_dict__") and v is scope_builtins)
+    return SavedCapture(env.bytecode, dict(env.import_sources), builtins_names, bi.backend_id,
                         serializable, tuple(gco.traced_code)), None
+
+
+def builtins_dict(f_globals: dict[str, Any]) -> dict[str, Any]:
+    """The builtins dict of a module's globals, as Dynamo binds it
+    (``__builtins__`` is a module or its dict)."""
+    from torch._dynamo.output_graph import get_builtins_dict
+
+    return get_builtins_dict(f_globals)
 
 
 def dump_compiled(compiled: Any) -> tuple[Any, bytes]:

@@ -68,6 +68,7 @@ from ..cache.stats import CacheStats
 from ..errors import ArtifactError, CaptureError, GuardMismatchError
 from ..guards import Source
 from ..sources import GlobalSource, GlobalStateSource, LocalSource
+from ..store.tiers import StoreLike
 from . import adapter, stored
 from .compiled import CompiledFunction, EntryInfo
 from .delegated import Delegation
@@ -307,15 +308,19 @@ class DynamoCache(FunctionCache):
     """A ``FunctionCache`` whose recompile limit follows ``torch._dynamo.config`` when the
     user gave none, and whose stats count capture failures and delegated entries."""
 
-    def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int]) -> None:
+    def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int],
+                 store: StoreLike = None) -> None:
         self._fixed_limit = limit
         self._torch_compiler = compiler
-        super().__init__(fn, compiler, recompile_limit=limit or adapter.recompile_limit(),
-                         automatic_dynamic=False, policy=_NO_RULES, global_state=False)
-        compiler.cache = self
         compiler.fn = fn
         # the conversion's source classes must be loaded before stored guards are read
         _converter()
+        super().__init__(fn, compiler, recompile_limit=limit or adapter.recompile_limit(),
+                         automatic_dynamic=False, policy=_NO_RULES, global_state=False,
+                         store=store)
+        compiler.cache = self
+        # [Note: Stored captures]: with a store, captures are compiled to be serialized
+        compiler.saving = self._persist is not None
         f_globals = getattr(fn, "__globals__", None)
         if isinstance(f_globals, dict):
             if getattr(fn, "__closure__", None):
@@ -429,7 +434,7 @@ _R = TypeVar("_R")
 def compile(
     model_or_fn: Callable[_P, _R], /, *, backend: Any = ..., fullgraph: bool = ...,
     dynamic: Optional[bool] = ..., verify: Optional[bool] = ..., isolate_recompiles: bool = ...,
-    recompile_limit: Optional[int] = ...,
+    recompile_limit: Optional[int] = ..., store: StoreLike = ...,
 ) -> Callable[_P, _R]: ...
 
 
@@ -437,7 +442,7 @@ def compile(
 def compile(
     model_or_fn: None = None, /, *, backend: Any = ..., fullgraph: bool = ...,
     dynamic: Optional[bool] = ..., verify: Optional[bool] = ..., isolate_recompiles: bool = ...,
-    recompile_limit: Optional[int] = ...,
+    recompile_limit: Optional[int] = ..., store: StoreLike = ...,
 ) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
 
 
@@ -451,6 +456,7 @@ def compile(
     verify: Optional[bool] = None,
     isolate_recompiles: bool = False,
     recompile_limit: Optional[int] = None,
+    store: StoreLike = None,
 ) -> Any:
     """Compile ``model_or_fn`` with TorchDynamo's full-graph capture, jitguard checking the
     guards ([Note: jitguard.torch.compile on Dynamo]). ``backend``: "eager" (default),
@@ -460,12 +466,15 @@ def compile(
     ``verify=True`` (or ``JITGUARD_VERIFY=1``): torch's own guard tree is evaluated beside
     jitguard's check on every call; a disagreement raises ``GuardMismatchError``.
     ``isolate_recompiles``: keep entries apart from other wrappers of the same function.
-    ``recompile_limit``: None follows ``torch._dynamo.config.recompile_limit``. Usable as a
+    ``recompile_limit``: None follows ``torch._dynamo.config.recompile_limit``. ``store``:
+    keep entries across processes, as ``specialize(..., store=)`` takes it (a ``Store``, a
+    directory, True for the default one, False for none; None: ``JITGUARD_STORE`` decides),
+    each one torch's own serialization of its capture ([Note: Stored captures]). Usable as a
     decorator, with or without arguments."""
     if model_or_fn is None:
         return functools.partial(
             compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, verify=verify,
-            isolate_recompiles=isolate_recompiles, recompile_limit=recompile_limit,
+            isolate_recompiles=isolate_recompiles, recompile_limit=recompile_limit, store=store,
         )
     if dynamic not in (None, True, False):
         raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
@@ -481,17 +490,19 @@ def compile(
     def make() -> DynamoCache:
         compiler = TorchCompiler(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
                                  verify=bool(verify), where=where)
-        cache = DynamoCache(fn, compiler, recompile_limit)
+        cache = DynamoCache(fn, compiler, recompile_limit, store)
         cache.where = where
         cache._job.where = where
         return cache
 
-    cache = _cache_for(fn, (backend_key, fullgraph, dynamic, bool(verify), recompile_limit),
-                       isolate_recompiles, make)
+    store_key = store if isinstance(store, (bool, str, type(None))) else (
+        os.fspath(store) if isinstance(store, os.PathLike) else id(store))
+    cache = _cache_for(fn, (backend_key, fullgraph, dynamic, bool(verify), recompile_limit,
+                            store_key), isolate_recompiles, make)
     remake = None
     if isinstance(model_or_fn, torch.nn.Module):
         def remake() -> Any:
             return compile(model_or_fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
                            verify=verify, isolate_recompiles=isolate_recompiles,
-                           recompile_limit=recompile_limit)
+                           recompile_limit=recompile_limit, store=store)
     return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles, remake)

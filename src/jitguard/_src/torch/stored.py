@@ -6,7 +6,8 @@ May import: jitguard._src.errors, jitguard._src.torch.adapter, the standard libr
 # The bytes of an entry hold torch's own serialized forms: the program's bytecode
 # (``SerializedCode``) and the compiled graph (``SerializableCallable``: the FX graph for
 # "eager", AOTAutograd's bundled cache entry for "aot_eager" and "inductor"), plus the
-# module aliases and builtins dicts the bytecode reads as globals, and a fingerprint of
+# module aliases the bytecode reads as globals, the names Dynamo bound to the module's
+# builtins dict (its guards read builtins through them), and a fingerprint of
 # every code object Dynamo traced (the function, and each function and method it inlined:
 # ``MLP.forward``, ``Linear.forward``, ``ModuleList.__iter__``, ...).
 #
@@ -30,8 +31,8 @@ May import: jitguard._src.errors, jitguard._src.torch.adapter, the standard libr
 # delegated guards (torch's guard tree does not travel), a capture failure, a backend
 # whose compiled graph torch cannot serialize.
 #
-# Loading installs, in the function's module globals, the module aliases (refusing a name
-# bound to another object), the builtins dicts missing there, and the compiled graph under
+# Loading installs, in the function's module globals, the module aliases and the builtins
+# dict names (refusing a name bound to another object), and the compiled graph under
 # a name of this process (the bytecode is renamed to match, so two loads of one entry never
 # share a global).
 """
@@ -161,7 +162,7 @@ def dump(saved: adapter.SavedCapture, fn: types.FunctionType) -> bytes:
         "function": f"{fn.__module__}.{fn.__qualname__}",
         "bytecode": adapter.dump_code(saved.bytecode),
         "import_sources": dict(saved.import_sources),
-        "builtins_dicts": dict(saved.builtins_dicts),
+        "builtins_names": list(saved.builtins_names),
         "backend_id": saved.backend_id,
         "compiled": adapter.dump_compiled(saved.compiled),
         "traced": traced_fingerprints(saved.traced_code),
@@ -185,8 +186,10 @@ def load(data: bytes, fn: types.FunctionType, installed: list[str]) -> Callable[
         module = sys.modules.get(module_name) or importlib.import_module(module_name)
         if g.setdefault(alias, module) is not module:
             raise ArtifactError(f"the global {alias} of {fn.__module__} is not {module_name}")
-    for name, value in state["builtins_dicts"].items():
-        g.setdefault(name, value)
+    scope_builtins = adapter.builtins_dict(g)
+    for name in state["builtins_names"]:
+        if g.setdefault(name, scope_builtins) is not scope_builtins:
+            raise ArtifactError(f"the global {name} of {fn.__module__} is not its builtins")
     bytecode = adapter.load_code(state["bytecode"])
     old = state["backend_id"]
     new = f"{old}_load{next(_load_ids)}"
