@@ -192,3 +192,21 @@ def test_compiled_graph_and_code_round_trip() -> None:
     assert code.co_code == cap.saved.bytecode.co_code and code.co_names == cap.saved.bytecode.co_names
     with pytest.raises(TypeError, match="expected a SerializedCode"):
         adapter.load_code(b"x")
+
+
+def test_reserve_unique_ids_moves_dynamos_name_counter() -> None:
+    """After ``reserve_unique_ids(["__builtins_dict___N"])``, Dynamo's ``unique_id`` gives
+    only numbers above N, whatever the prefix."""
+    from torch._dynamo.bytecode_transformation import unique_id
+
+    n = int(unique_id("x").rsplit("_", 1)[-1]) + 50
+    adapter.reserve_unique_ids([f"__builtins_dict___{n}", "no_number_here"])
+    assert int(unique_id("__builtins_dict__").rsplit("_", 1)[-1]) > n
+
+
+def test_builtins_dict_is_the_module_builtins() -> None:
+    """``builtins_dict`` is the dict Dynamo binds for a module's builtins."""
+    import builtins
+
+    assert adapter.builtins_dict(_f.__globals__) is vars(builtins)
+    assert adapter.builtins_dict({"__builtins__": vars(builtins)}) is vars(builtins)

@@ -50,11 +50,25 @@ mode, where, backend, scale, dtype = sys.argv[1:6]
 torch.manual_seed(0)
 m = models.Scaled(scale=float(scale)).to(getattr(torch, dtype))
 x = torch.ones(4, 8, dtype=getattr(torch, dtype))
-c = jgt.compile(m, backend=backend, isolate_recompiles=True)
+store = None
+if mode.startswith("store"):
+    redis_url = sys.argv[6] if len(sys.argv) > 6 else None
+    store = jg.Store(where, redis_url=redis_url, redis_prefix=sys.argv[7] if redis_url else None)
+c = jgt.compile(m, backend=backend, isolate_recompiles=True, store=store)
 compiler = c.compiler
 compiler.saving = True
 out = {}
-if mode == "save":
+if mode.startswith("store"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = c(x)
+        y2 = c(x)
+    out["compiles"] = c.cache.stats().compiles
+    out["events"] = [[e.outcome, e.reason] for e in c.cache.store_events()]
+    out["reasons"] = c.cache.reasons()
+    out["warnings"] = [str(w.message) for w in caught]
+    out["equal"] = bool(torch.allclose(y, m(x))) and bool(torch.allclose(y2, m(x)))
+elif mode == "save":
     y = c(x)
     entry = c.cache.entries()[0]
     doc = export_guards(entry.check, arg_names=c.cache.signature.params)
@@ -82,7 +96,8 @@ print("RESULT " + json.dumps(out))
 
 
 def run(tmp_path: Path, *args: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(tmp_path)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(tmp_path)]),
+           "JITGUARD_CACHE_KEY": "storetorch-test-key-0123456789"}
     proc = subprocess.run([sys.executable, str(tmp_path / "runner.py"), *args], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -209,3 +224,71 @@ def test_store_environment_names_torch_backend_and_cpu() -> None:
     assert {"fullgraph", "dynamic"} <= set(env)
 
 
+
+
+# ---- through the store: jitguard.torch.compile(..., store=...) ----------------------------
+
+
+def test_store_hit_in_a_new_process_without_compiling(project: Path) -> None:
+    """Compiled and saved in one process; in the next, the entry is loaded from SQLite, its
+    guards hold, and the call runs it: no compile, the module's results."""
+    store = str(project / "store")
+    first = run(project, "store", store, "eager", "2.0", "float32")
+    assert first["compiles"] == 1 and [e[0] for e in first["events"]] == ["saved"]
+    second = run(project, "store", store, "eager", "2.0", "float32")
+    assert second["compiles"] == 0 and second["equal"]
+    assert [e[0] for e in second["events"]] == ["loaded"] and second["warnings"] == []
+
+
+def test_store_another_dtype_is_not_used_and_the_reason_names_the_guard(project: Path) -> None:
+    """A float64 module and input in the new process: the loaded entry rejects the call,
+    the reason names the tensor guard, and the function compiles."""
+    store = str(project / "store")
+    run(project, "store", store, "eager", "2.0", "float32")
+    other = run(project, "store", store, "eager", "2.0", "float64")
+    assert other["compiles"] == 1 and other["equal"]
+    assert [e[0] for e in other["events"]] == ["loaded", "saved"], other["events"]
+    assert other["reasons"] == ["0/0: tensor 'L['x']' dtype mismatch. expected Float, actual Double"]
+
+
+def test_store_changed_baked_in_attribute_is_rejected(project: Path) -> None:
+    """Same structure, another ``scale`` (baked into the graph): rejected, naming the guard."""
+    store = str(project / "store")
+    run(project, "store", store, "eager", "2.0", "float32")
+    other = run(project, "store", store, "eager", "3.0", "float32")
+    assert other["compiles"] == 1 and other["equal"]
+    assert other["reasons"] == ["0/0: L['self'].scale == 2.0 failed: got 3.0"]
+
+
+def test_store_changed_inlined_code_is_rejected(project: Path) -> None:
+    """An inlined helper edited between the processes: the stored entry is rejected (its
+    code fingerprint), with a warning naming the function, and the call compiles."""
+    store = str(project / "store")
+    run(project, "store", store, "eager", "2.0", "float32")
+    models = project / "models.py"
+    models.write_text(models.read_text().replace("torch.relu(y)", "torch.tanh(y)"))
+    other = run(project, "store", store, "eager", "2.0", "float32")
+    assert other["compiles"] == 1 and other["equal"]
+    (rejected,) = [e for e in other["events"] if e[0] == "rejected"]
+    assert rejected[1] == ("deserialize raised ArtifactError: the code of models.helper changed "
+                           "since the entry was stored")
+
+
+def test_store_through_redis_with_an_empty_local_tier(project: Path) -> None:
+    """Saved to Redis by one process; another with an empty local directory loads it from
+    Redis and does not compile."""
+    import uuid
+
+    redis = pytest.importorskip("redis")
+    url = os.environ.get("JITGUARD_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    prefix = f"jitguard-test-storetorch-{uuid.uuid4().hex}"
+    try:
+        first = run(project, "store", str(project / "a"), "aot_eager", "2.0", "float32", url, prefix)
+        assert first["compiles"] == 1
+        second = run(project, "store", str(project / "b"), "aot_eager", "2.0", "float32", url, prefix)
+        assert second["compiles"] == 0 and second["equal"]
+        assert [e[0] for e in second["events"]] == ["loaded"]
+    finally:
+        client = redis.Redis.from_url(url)
+        for key in client.scan_iter(f"{prefix}:*"):
+            client.delete(key)

@@ -280,6 +280,24 @@ def _saved(gco: Any, bi: Any, gm: torch.fx.GraphModule,
                         serializable, tuple(gco.traced_code)), None
 
 
+def reserve_unique_ids(names: Sequence[str]) -> None:
+    """Make Dynamo's ``unique_id`` (one counter for every prefix: ``__builtins_dict___3``)
+    never again give a name ending in a number up to those of ``names``, so that a later
+    capture in this process does not install a global under a name a loaded entry bound
+    (Dynamo refuses a name already in the scope)."""
+    import itertools
+
+    import torch._dynamo.bytecode_transformation as bt
+
+    highest = -1
+    for name in names:
+        tail = name.rsplit("_", 1)[-1]
+        if tail.isdigit():
+            highest = max(highest, int(tail))
+    if highest >= 0:
+        bt._unique_id_counter = itertools.count(max(highest + 1, next(bt._unique_id_counter)))
+
+
 def builtins_dict(f_globals: dict[str, Any]) -> dict[str, Any]:
     """The builtins dict of a module's globals, as Dynamo binds it
     (``__builtins__`` is a module or its dict)."""

@@ -32,7 +32,8 @@ May import: jitguard._src.errors, jitguard._src.torch.adapter, the standard libr
 # whose compiled graph torch cannot serialize.
 #
 # Loading installs, in the function's module globals, the module aliases and the builtins
-# dict names (refusing a name bound to another object), and the compiled graph under
+# dict names (refusing a name bound to another object; Dynamo's name counter is moved past
+# them, so its later captures here never reuse one), and the compiled graph under
 # a name of this process (the bytecode is renamed to match, so two loads of one entry never
 # share a global).
 """
@@ -187,6 +188,7 @@ def load(data: bytes, fn: types.FunctionType, installed: list[str]) -> Callable[
         if g.setdefault(alias, module) is not module:
             raise ArtifactError(f"the global {alias} of {fn.__module__} is not {module_name}")
     scope_builtins = adapter.builtins_dict(g)
+    adapter.reserve_unique_ids(state["builtins_names"])
     for name in state["builtins_names"]:
         if g.setdefault(name, scope_builtins) is not scope_builtins:
             raise ArtifactError(f"the global {name} of {fn.__module__} is not its builtins")
