@@ -7,6 +7,7 @@ Run: ``python examples/numba_jit.py`` (needs the ``numba`` extra: numba and nump
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -19,16 +20,9 @@ GB = jg.GuardBuilder
 
 
 def array_rule(ctx: jg.ArgContext, source: jg.Source, value: Any) -> None:
-    """What Numba's type of an array depends on: its exact type, dtype, ndim, layout,
-    whether it is writeable and aligned."""
-    ctx.guard(source, GB.TYPE_MATCH)
-    dtype = jg.AttrSource(source, "dtype")
-    ctx.guard(dtype, GB.TYPE_MATCH)  # numpy 2: one class per dtype
-    ctx.guard(jg.AttrSource(dtype, "str"), GB.CONSTANT_MATCH)  # size and byte order
-    ctx.guard(jg.AttrSource(source, "ndim"), GB.CONSTANT_MATCH)
-    flags = jg.AttrSource(source, "flags")
-    for flag in ("c_contiguous", "f_contiguous", "writeable", "aligned"):
-        ctx.guard(jg.AttrSource(flags, flag), GB.CONSTANT_MATCH)
+    """What Numba's type of an array depends on (exact type, dtype, ndim, layout,
+    writeable), and alignment: one ARRAY_MATCH guard, one exact dispatch fact."""
+    ctx.guard(source, functools.partial(GB.ARRAY_MATCH, aligned=True))
 
 
 def scalar_rule(ctx: jg.ArgContext, source: jg.Source, value: Any) -> None:

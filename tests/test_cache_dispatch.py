@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jitguard import AttrSource, CompileId, GetItemSource, GuardBuilder, LocalSource, compile_guards
-from jitguard._src.cache.dispatch import build_snapshot, choose_dims, linear_lookup
+from jitguard._src.cache.dispatch import build_snapshot, choose_dims, linear_lookup, union_dims
 from jitguard._src.cache.entry import CacheEntry, Dim
 from jitguard._src.cache.keys import Dispatcher, compute_layout
 from jitguard._src.cache.signature import Signature
@@ -144,6 +144,7 @@ def test_index_equals_linear_walk(specs: Any, calls: Any, data: Any) -> None:
     entries = [build_entry(spec, i) for i, spec in enumerate(specs)]
     ranked = sorted(entries, key=lambda e: e.rank)
     candidates = sorted({d for e in entries for d in e.facts}, key=Dim.sort_key)
+    candidates += union_dims(entries)
     chosen = choose_dims(ranked)
     subset = tuple(d for d in candidates if data.draw(st.booleans()))
     for dims in (chosen, subset, ()):

@@ -16,7 +16,7 @@ from jitguard import (
     compile_guards,
     specialize,
 )
-from jitguard._src.cache.dispatch import build_snapshot, choose_dims
+from jitguard._src.cache.dispatch import build_snapshot, choose_dims, linear_lookup
 from jitguard._src.cache.entry import CacheEntry
 from jitguard._src.cache.keys import (
     LINEAR,
@@ -228,8 +228,8 @@ def derived_entries(values: list[Any], guards: Any) -> list[CacheEntry]:
     return out
 
 
-def publish(entries: list[CacheEntry]) -> tuple[Any, Any]:
-    disp = Dispatcher(Signature(lambda x: x), "g", lambda *v: "miss")
+def publish(entries: list[CacheEntry], fn: Any = lambda x: x) -> tuple[Any, Any]:
+    disp = Dispatcher(Signature(fn), "g", lambda *v: "miss")
     ranked = sorted(entries, key=lambda e: e.rank)
     keycode = disp.keycode(compute_layout(ranked, choose_dims(ranked)))
     snap = build_snapshot(entries, keycode)
@@ -327,3 +327,53 @@ def test_tuple_items_key_the_dispatcher() -> None:
     assert fn((7, 14)) == (7, 14) and cache_of(fn).stats().misses == 20
     Spy.log.clear()
     assert snap.keycode.key_of(Spy()) is NOKEY and Spy.log == []
+
+
+# ---- union dims ----------------------------------------------------------------------------
+
+
+def mixed_entries(values: list[Any]) -> list[CacheEntry]:
+    """Scalars guarded by type, arrays by ARRAY_MATCH (numba's way)."""
+    np = pytest.importorskip("numpy")
+    return [derived_entries([v], lambda x, v=v: [x.make_guard(
+        GB.ARRAY_MATCH if isinstance(v, np.ndarray) else GB.TYPE_MATCH)])[0] for v in values]
+
+
+def test_mixed_scalars_and_arrays_key_on_one_union_dim() -> None:
+    """Entries of int, float, complex (by type) and arrays of 8 dtypes (ARRAY_MATCH): one
+    union dim keys them all, the dispatcher is exact, and every call hits its own entry
+    with one lookup (no residual, no linear walk)."""
+    np = pytest.importorskip("numpy")
+    arrays = [np.zeros(4, dtype=d) for d in ("f8", "f4", "i8", "i4", "i2", "i1", "u1", "c16")]
+    values: list[Any] = [1, 1.0, 1j, *arrays]
+    entries = mixed_entries(values)
+    for i, e in enumerate(entries):
+        e.seq, e.artifact = i, lambda x, _i=i: _i
+    disp, snap = publish(entries)
+    (dim,) = snap.dims
+    assert dim.union is not None and snap.keycode.layout.exact and not snap.linear
+    assert {fact for _, fact in dim.union} == {"type", "array"}
+    assert [disp.function(v) for v in values] == list(range(len(values)))
+    assert disp.function(np.zeros(4, dtype="u2")) == "miss"
+    assert disp.function(np.zeros((2, 2))) == "miss" and disp.function("s") == "miss"
+    Spy.log.clear()
+    assert disp.function(Spy()) == "miss" and snap.keycode.key_of(Spy()) is NOKEY
+    assert Spy.log == []
+
+
+def test_union_dim_entries_of_one_type_with_another_fact_are_linear() -> None:
+    """Two entries of one type pinning different facts (``x == 1`` and ``type(x) is int``):
+    a union dim keys the type by the fact most of its entries have; the other entry is
+    reached as a linear entry, and every answer is the careful walk's."""
+    entries = entries_for([{"n": 1}, {"n": 2}, {"n": "s"}], {"n": GB.EQUALS_MATCH})
+    entries += entries_for([{"n": 5}], {"n": GB.TYPE_MATCH})
+    entries += entries_for([{"n": (1, 2)}], {"n": GB.SEQUENCE_LENGTH})
+    for i, e in enumerate(entries):
+        e.seq, e.artifact = i, lambda n, _i=i: _i
+    disp, snap = publish(entries, lambda n: n)
+    assert any(d.union is not None for d in snap.dims)
+    for value in (1, 2, "s", 7, (3, 4), (1,), 1.0, True):
+        expected = linear_lookup(entries, (value,))
+        assert snap.lookup((value,)) is expected
+        got = disp.function(value)
+        assert got == ("miss" if expected is None else entries.index(expected)), value

@@ -117,3 +117,38 @@ def test_on_limit_is_validated() -> None:
         specialize(lambda: 0, on_limit="ignore")
     with pytest.raises(ValueError):
         specialize(lambda: 0, recompile_limit=0)
+
+
+def generic(n: int) -> tuple[str, int]:
+    """A stand-in for a JIT's generic dispatcher (numba's, say)."""
+    return ("generic", n)
+
+
+def test_named_fallback_is_called_past_the_limit() -> None:
+    """fallback= names what a miss past the limit calls; the one warning names it, the
+    function and the limit; fn itself is never called."""
+    calls: list[int] = []
+    f = specialize(lambda n: calls.append(n) or n, recompile_limit=2, automatic_dynamic=False,
+                   compiler=lambda r: (lambda n: ("compiled", n)), fallback=generic)
+    assert f(1) == ("compiled", 1) and f(2) == ("compiled", 2)
+    with pytest.warns(RecompileLimitWarning) as w:
+        assert f(3) == ("generic", 3)
+    (warning,) = w
+    text = str(warning.message)
+    assert text.startswith("test_named_fallback_is_called_past_the_limit.<locals>.<lambda> in ")
+    assert ("hit its recompile limit (2); a miss now calls the fallback "
+            "test_cache_stance.generic. Last reasons:") in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [f(4), f(5)] == [("generic", 4), ("generic", 5)]  # no second warning
+    assert calls == [] and f(1) == ("compiled", 1)
+    assert cache_of(f).stats().fallbacks == 3
+
+
+def test_fallback_needs_on_limit_fallback() -> None:
+    """fallback= with on_limit='raise', or a fallback that is not callable, is refused."""
+    with pytest.raises(ValueError, match="fallback= names what a call past the recompile limit "
+                       "runs; it needs on_limit='fallback', got on_limit='raise'"):
+        specialize(lambda n: n, on_limit="raise", fallback=generic)
+    with pytest.raises(TypeError, match="fallback must be callable, got 3"):
+        specialize(lambda n: n, fallback=3)  # type: ignore[arg-type]

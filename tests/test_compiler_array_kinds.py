@@ -291,7 +291,8 @@ def test_one_exact_key_for_many_dtypes() -> None:
     """Entries for 8 dtypes share one exact dim: the dispatcher calls array_fact once and
     looks the key up; every call hits its own entry."""
     dtypes = ["f8", "f4", "i8", "i4", "u1", "c16", ">f8", "i2"]
-    f = specialize(lambda x: x.dtype.str, policy=_types_policy(), recompile_limit=None)
+    f = specialize(lambda x: x.dtype.str, policy=_types_policy(), recompile_limit=None,
+                   global_state=False)  # (torch's states, once loaded, are checked apart)
     arrays = [np.zeros(4, d) for d in dtypes]
     assert [f(a) for a in arrays] == [np.dtype(d).str for d in dtypes]
     assert [f(a) for a in reversed(arrays)] == [np.dtype(d).str for d in reversed(dtypes)]
@@ -353,7 +354,7 @@ def test_fact_consts_are_bound_in_the_dispatcher() -> None:
         n = request.values[0]
         return lambda n, _p=n & 1: ("odd", "even")[1 - _p]
 
-    f = specialize(lambda n: n, compiler=compiler, dynamic=["n"])
+    f = specialize(lambda n: n, compiler=compiler, dynamic=["n"], global_state=False)
     assert [f(3), f(4), f(5), f(6)] == ["odd", "even", "odd", "even"]
     cache = cache_of(f)
     assert cache.stats().compiles == 2
@@ -418,3 +419,30 @@ def test_numpy_is_not_imported_by_jitguard() -> None:
     assert out.strip() == (
         "ARRAY_MATCH on L['x']: a list is not an array: no numpy ndarray, "
         "__array_interface__ or DLPack (__dlpack__ and __dlpack_device__)")
+
+
+# ---- np.dtype as a constant --------------------------------------------------------------
+
+
+def test_dtype_is_an_equality_constant() -> None:
+    """EQUALS_MATCH holds a dtype: an equal dtype (another object) passes; another dtype, a
+    string, or the same dtype with metadata fail, with numpy's repr in the text."""
+    check = check_on(np.dtype("f8"), GuardBuilder.EQUALS_MATCH)
+    assert check.leaves[0].code() == "L['x'] == dtype('float64')"
+    assert accepts(check, np.zeros(1).dtype) and accepts(check, np.dtype("=f8"))
+    assert reason(check, np.dtype("f4")) == (
+        "L['x'] == dtype('float64') failed: got dtype('float32') (Float32DType, expected "
+        "Float64DType)")
+    assert reason(check, "f8") == (
+        "L['x'] == dtype('float64') failed: got 'f8' (str, expected Float64DType)")
+    for other in (np.dtype("f8", metadata={"a": 1}), np.dtype(">f8"), np.float64):
+        assert accepts(check, other) is False
+    assert accepts(check_on(np.dtype("l"), GuardBuilder.CONSTANT_MATCH), np.dtype("q")) is False
+
+
+def test_dtype_arguments_are_guarded_by_value() -> None:
+    """A dtype argument is guarded by value by default: a fresh equal dtype object hits."""
+    f = specialize(lambda d: d.str)
+    assert f(np.dtype([("a", "i4")])) == f(np.dtype([("a", "i4")])) == "|V4"
+    assert f(np.dtype("f8")) == "<f8"
+    assert cache_of(f).stats().compiles == 2

@@ -100,7 +100,7 @@ def test_int_class_dispatch_is_exact() -> None:
         cls = int_class(request.values[0])
         return lambda n: cls
 
-    f = specialize(lambda n: n, compiler=compiler, dynamic=["n"])
+    f = specialize(lambda n: n, compiler=compiler, dynamic=["n"], global_state=False)
     assert [f(v) for v in (1, 32, 7, 48, 1, 9, 2**40)] == [
         ("i32", 1), ("i32", 16), ("i32", 0), ("i32", 16), ("i32", 1), ("i32", 0), ("i64", 16)]
     cache = cache_of(f)
@@ -196,7 +196,8 @@ def test_triton_style_dispatch() -> None:
 
     by_type = ArgPolicy()
     by_type.register(np.ndarray, lambda ctx, source, value: ctx.by_type(source, value))
-    f = specialize(lambda x, n: None, compiler=compiler, dynamic=["n"], policy=by_type)
+    f = specialize(lambda x, n: None, compiler=compiler, dynamic=["n"], policy=by_type,
+                   global_state=False)
     calls = [(_at(0), 32), (_at(4), 32), (_at(16), 64), (_at(8), 7), (_at(0), 7)]
     assert [f(x, n) for x, n in calls] == [
         (True, ("i32", 16)), (False, ("i32", 16)), (True, ("i32", 16)), (False, ("i32", 0)),

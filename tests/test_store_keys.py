@@ -174,3 +174,15 @@ def test_identity_is_the_same_in_another_process(tmp_path: Path) -> None:
         outs.add(out.stdout.strip())
     assert len(outs) == 1
     assert json.loads(outs.pop())["name"] == "idmod:make.<locals>.f"
+
+
+def test_version_matches_pyproject() -> None:
+    """The version in every key is the one pyproject.toml declares."""
+    import re
+
+    from jitguard._src.store.keys import JITGUARD_VERSION
+
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    match = re.search(r'^version = "([^"]+)"', text, re.M)
+    assert match is not None and match.group(1) == JITGUARD_VERSION
+    assert environment()["jitguard"] == JITGUARD_VERSION

@@ -529,3 +529,51 @@ def test_read_through_from_redis_in_a_new_process(
                      key=b"fleet key, shared by all").rows()) == 3
     third = run(project, CALLS, JITGUARD_CACHE_DIR=str(tmp_path / "machine-b"), **env)
     assert [(e["outcome"], e["tier"]) for e in third["events"]] == [("loaded", "sqlite")] * 3
+
+
+MANY = '''
+import json, sys, jitguard
+
+def h(x):
+    return x + 1
+
+h2 = jitguard.specialize(h, store=True, recompile_limit=None, automatic_dynamic=False)
+first, count = int(sys.argv[1]), int(sys.argv[2])
+results = [h2(i) for i in range(first, first + count)]
+cache = jitguard.cache_of(h2)
+print(json.dumps({"ok": results == [i + 1 for i in range(first, first + count)],
+                  "compiles": cache.stats().compiles,
+                  "outcomes": sorted({e.outcome for e in cache.store_events()})}))
+'''
+
+
+def test_four_processes_compiling_at_once_then_a_fifth_loads_all(
+    tmp_path: Path, store_dir: Path, redis_prefix: tuple[str, str]
+) -> None:
+    """Four processes each compile 100 entries of one function at once (SQLite and Redis);
+    a fifth process loads all 400 and compiles none; one on another machine (an empty
+    local tier) gets them all from Redis."""
+    url, prefix = redis_prefix
+    (tmp_path / "many.py").write_text(MANY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JITGUARD_")}
+    env.update(PYTHONPATH=SRC, JITGUARD_CACHE_DIR=str(store_dir), JITGUARD_REDIS_URL=url,
+               JITGUARD_REDIS_PREFIX=prefix, JITGUARD_CACHE_KEY="a fleet key for many.py")
+
+    def start(first: int, count: int, **extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, str(tmp_path / "many.py"), str(first),
+                                 str(count)], env={**env, **extra}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    procs = [start(100 * w, 100) for w in range(4)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [o[1] for o in outs]
+    for out, _ in outs:
+        data = json.loads(out)
+        # a process may load what another saved first (entries for other values: unused)
+        assert data["ok"] and data["compiles"] == 100 and "saved" in data["outcomes"]
+    assert len(Store(store_dir, redis_url=None, key=b"a fleet key for many.py").rows()) == 400
+    out, err = start(0, 400).communicate(timeout=300)
+    assert json.loads(out) == {"ok": True, "compiles": 0, "outcomes": ["loaded"]}, err
+    out, err = start(0, 400, JITGUARD_CACHE_DIR=str(tmp_path / "other")).communicate(
+        timeout=300)
+    assert json.loads(out) == {"ok": True, "compiles": 0, "outcomes": ["loaded"]}, err

@@ -11,7 +11,7 @@ them); ``cache_of`` finds the ``FunctionCache`` behind a specialized function.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Optional, ParamSpec, TypeVar, Union, overload
+from typing import Any, Literal, Optional, ParamSpec, TypeVar, Union, overload
 
 from ..store.tiers import StoreLike
 from .policy import ArgPolicy
@@ -24,6 +24,7 @@ __all__ = ["cache_of", "specialize"]
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 Compiler = Callable[[CompileRequest], Callable[..., Any]]
+PolicyLike = Union[ArgPolicy, Literal["values", "types", "triton"], None]
 
 
 @overload
@@ -31,9 +32,9 @@ def specialize(
     fn: Callable[_P, _R], /, *, compiler: Optional[Compiler] = ...,
     recompile_limit: Optional[int] = ..., on_limit: str = ..., automatic_dynamic: bool = ...,
     static: Iterable[SourceLike] = ..., dynamic: Iterable[SourceLike] = ...,
-    error_on_recompile: bool = ..., policy: Optional[ArgPolicy] = ..., global_state: bool = ...,
+    error_on_recompile: bool = ..., policy: PolicyLike = ..., global_state: bool = ...,
     max_restarts: int = ..., maxsize: Optional[int] = ..., history: int = ...,
-    store: StoreLike = ...,
+    store: StoreLike = ..., fallback: Optional[Callable[..., Any]] = ...,
 ) -> Callable[_P, _R]: ...
 
 
@@ -42,9 +43,9 @@ def specialize(
     fn: None = None, /, *, compiler: Optional[Compiler] = ...,
     recompile_limit: Optional[int] = ..., on_limit: str = ..., automatic_dynamic: bool = ...,
     static: Iterable[SourceLike] = ..., dynamic: Iterable[SourceLike] = ...,
-    error_on_recompile: bool = ..., policy: Optional[ArgPolicy] = ..., global_state: bool = ...,
+    error_on_recompile: bool = ..., policy: PolicyLike = ..., global_state: bool = ...,
     max_restarts: int = ..., maxsize: Optional[int] = ..., history: int = ...,
-    store: StoreLike = ...,
+    store: StoreLike = ..., fallback: Optional[Callable[..., Any]] = ...,
 ) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
 
 def specialize(
@@ -58,12 +59,13 @@ def specialize(
     static: Iterable[SourceLike] = (),
     dynamic: Iterable[SourceLike] = (),
     error_on_recompile: bool = False,
-    policy: Optional[ArgPolicy] = None,
+    policy: PolicyLike = None,
     global_state: bool = True,
     max_restarts: int = 8,
     maxsize: Optional[int] = None,
     history: int = HISTORY,
     store: StoreLike = None,
+    fallback: Optional[Callable[..., Any]] = None,
 ) -> Any:
     """Specialize ``fn``: return a function with ``fn``'s signature that keeps compiled,
     guarded entries and calls the most specialized one whose guards hold, compiling a new
@@ -71,10 +73,16 @@ def specialize(
 
     ``compiler`` (default: the artifact is ``fn``) gets a ``CompileRequest`` and returns the
     artifact. ``recompile_limit``/``on_limit`` ("fallback" or "raise"): see
-    [Note: Recompile limits]. ``static``/``dynamic``: parameter names (or sources under
+    [Note: Recompile limits]; ``fallback``: what a miss past the limit calls with
+    ``on_limit="fallback"`` (default: ``fn`` uncompiled), announced once by a
+    ``RecompileLimitWarning``. ``static``/``dynamic``: parameter names (or sources under
     them) to guard by value / by type; ``automatic_dynamic``: see [Note: Automatic
     dynamic]. ``error_on_recompile``: every recompile raises ``RecompileError``.
-    ``policy``: the argument rules (default: ``register_arg_rule``'s). ``global_state``:
+    ``policy``: the argument rules: ``"values"`` (the default: ``register_arg_rule``'s;
+    scalars by value), ``"types"`` (scalars by type, arrays by ``ARRAY_MATCH``, as numba
+    types arguments), ``"triton"`` (ints by ``INT_CLASS``, tensors and arrays by dtype and
+    ``DATA_PTR_ALIGNED``, as Triton specializes a kernel; see [Note: Policy presets]) or an
+    ``ArgPolicy``. ``global_state``:
     guard the registered global states. ``maxsize``: keep at most that many entries,
     evicting the least recently used (see [Note: maxsize]; ``recompile_limit`` then
     defaults to None, no limit; both None: an unbounded cache). ``history``: how many
@@ -82,6 +90,17 @@ def specialize(
     entries across processes (True: the default ``Store``; a directory; a ``Store``; False:
     never; None: as ``JITGUARD_STORE`` says), see [Note: Persistent entries]. The returned
     function's ``cache`` attribute is its ``FunctionCache``.
+
+    Policies, by example (``compile_add`` a compiler returning an artifact)::
+
+        @specialize(compiler=compile_add)       # policy="values": scalars by value
+        def add(x, y): ...
+        add(1, 2); add(3, 4)                    # two entries: x == 1 ..., x == 3 ...
+
+        @specialize(compiler=compile_add, policy="types")
+        def add(x, y): ...
+        add(1, 2); add(3, 4)                    # one entry: type(x) is int, type(y) is int
+        add(np.zeros(3), 1.0)                   # another: a float64 1-d C array, a float
 
     A ``staticmethod`` or ``classmethod`` gives the same kind of descriptor around the
     specialized function, so ``@specialize`` may sit above either in a class body. A
@@ -93,6 +112,7 @@ def specialize(
         automatic_dynamic=automatic_dynamic, static=static, dynamic=dynamic,
         error_on_recompile=error_on_recompile, policy=policy, global_state=global_state,
         max_restarts=max_restarts, maxsize=maxsize, history=history, store=store,
+        fallback=fallback,
     )
     if fn is None:
         return lambda f: _specialize(f, options)

@@ -63,10 +63,10 @@ import heapq
 from collections.abc import Hashable, Sequence
 from typing import Any, Optional
 
-from .entry import MISS_SLOT, CacheEntry, Dim, Slot
+from .entry import MISS_SLOT, UNION, CacheEntry, Dim, Slot, typed_pin
 from .keys import FOLLOWERS, LINEAR, NOKEY, KeyCode
 
-__all__ = ["Snapshot", "build_snapshot", "choose_dims", "linear_lookup"]
+__all__ = ["Snapshot", "build_snapshot", "choose_dims", "linear_lookup", "union_dims"]
 
 # Above this many entries, dims are kept while every new entry has them all.
 RESCAN_BELOW = 16
@@ -105,6 +105,31 @@ def _score(entries: Sequence[CacheEntry], dims: tuple[Dim, ...]) -> tuple[int, i
     return (heads, exact, -len(dims))
 
 
+def union_dims(entries: Sequence[CacheEntry]) -> list[Dim]:
+    """The union dims worth trying ([Note: Union dims]): one per parameter or source whose
+    entries' types pin different typed facts; for each type, the fact most of its entries
+    have (ties: by name)."""
+    groups: dict[tuple[int, str, Any], dict[int, dict[str, int]]] = {}
+    for entry in entries:
+        for dim, comps in entry.facts.items():
+            tid = typed_pin(dim, comps)
+            if tid is None:
+                continue
+            per_type = groups.setdefault((dim.position, dim.param, dim.source), {})
+            counts = per_type.setdefault(tid, {})
+            counts[dim.fact] = counts.get(dim.fact, 0) + 1
+    out = []
+    for (position, param, source), per_type in groups.items():
+        if len(per_type) < 2:
+            continue
+        mapping = tuple(sorted(
+            (tid, min(counts, key=lambda f, c=counts: (-c[f], f)))  # type: ignore[misc]
+            for tid, counts in per_type.items()))
+        if len({fact for _, fact in mapping}) > 1:
+            out.append(Dim(position, param, UNION, None, source, mapping))
+    return out
+
+
 def choose_dims(
     entries: Sequence[CacheEntry],
     previous: Optional[tuple[Dim, ...]] = None,
@@ -120,6 +145,7 @@ def choose_dims(
     ):
         return previous
     candidates = sorted({d for e in entries for d in e.facts}, key=Dim.sort_key)
+    candidates += union_dims(entries)
     chosen: tuple[Dim, ...] = ()
     best = _score(entries, chosen)
     while True:

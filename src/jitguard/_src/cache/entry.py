@@ -63,12 +63,14 @@ from ..sources import LocalSource
 
 __all__ = [
     "MISS_SLOT",
+    "UNION",
     "CacheEntry",
     "Dim",
     "Slot",
     "never",
     "register_specificity",
     "specificity",
+    "typed_pin",
 ]
 
 
@@ -120,14 +122,17 @@ class Dim(NamedTuple):
     fact: str
     kind: Optional[GuardKind] = None
     source: Optional[Source] = None
+    # A *union* dim ([Note: Union dims]): (id of a type, the typed fact of that type), sorted.
+    union: Optional[tuple[tuple[int, str], ...]] = None
 
-    def sort_key(self) -> tuple[int, int, str, str, int, str]:
+    def sort_key(self) -> tuple[Any, ...]:
         """A deterministic order (parameter, depth and name of the source, fact, inline
-        first, kind name): a parameter's own facts before those of sources below it."""
+        first, kind name, union): a parameter's own facts before those of sources below."""
         src = self.source
         return (self.position, 0 if src is None else len(src.chain()),
                 "" if src is None else src.name(), self.fact,
-                0 if self.kind is None else 1, "" if self.kind is None else self.kind.name)
+                0 if self.kind is None else 1, "" if self.kind is None else self.kind.name,
+                self.union or ())
 
     @property
     def shown(self) -> str:
@@ -136,8 +141,43 @@ class Dim(NamedTuple):
 
     @property
     def spec(self) -> Optional[DispatchFact]:
-        """The declared fact an inline dim computes (None for a ``fact_of`` dim)."""
-        return dispatch_fact(self.fact) if self.kind is None else None
+        """The declared fact an inline dim computes (None for a ``fact_of`` or union dim)."""
+        return dispatch_fact(self.fact) if self.kind is None and self.union is None else None
+
+    def of_fact(self, fact: str) -> Dim:
+        """The plain inline dim of ``fact`` on this dim's parameter or source."""
+        return Dim(self.position, self.param, fact, None, self.source)
+
+
+UNION = "typed"  # the fact name of union dims
+
+
+def typed_pin(dim: Dim, components: tuple[Any, ...]) -> Optional[int]:
+    """The id of the exact type an inline typed fact pins (None for other facts)."""
+    spec = dim.spec
+    if spec is None or not spec.typed:
+        return None
+    first = components[0]
+    if spec.typed == "type":
+        return id(first)
+    return first if type(first) is int else None
+
+
+# [Note: Union dims]
+# With entries of several types on one parameter (or source), each type's entries may pin a
+# different typed fact: ``type(x) is int`` ("type") for scalars, ARRAY_MATCH ("array") for
+# arrays. No plain dim keys them all (an entry without the dim's fact is linear), and a key
+# on the type alone leaves every array of a dtype behind the first. A *union* dim
+# (fact ``"typed"``, ``union``: type id -> fact name) keys each entry by the typed fact
+# chosen for its type: its key part is ``(id(type), *the rest of that fact)`` (the id alone
+# when the fact is the type: an int is never equal to a tuple), and the
+# dispatcher computes, for the call's type, that type's fact (``(u, array_fact(x)) if
+# (u := id(type(x))) in A else u if u in T else NOKEY``). The type comes first in every
+# part, so parts of two types never meet; a type with no fact chosen gives ``NOKEY``; each
+# fact's code runs only for the types chosen for it (its gate: the types of entries that
+# pin it, as for a plain dim). An entry keyed by a union dim is implied as far as its chosen
+# fact's leaves are (``concrete``). ``choose_dims`` proposes one per source whose types
+# pin different facts, choosing for each type the fact most of its entries have.
 
 
 def _param_of(source: Source, positions: dict[str, int]) -> Optional[str]:
@@ -351,20 +391,58 @@ class CacheEntry:
                 last = slot.last
         return last
 
+    def concrete(self, dim: Dim) -> Optional[Dim]:
+        """The plain dim that stands for ``dim`` in this entry: itself, or for a union dim
+        the dim of the fact chosen for this entry's type there (None: it has none)."""
+        if dim.union is None:
+            return dim
+        for d, comps in self.facts.items():
+            if d.position == dim.position and d.source == dim.source:
+                tid = typed_pin(d, comps)
+                if tid is not None:
+                    for t, fact in dim.union:
+                        if t == tid:
+                            return dim.of_fact(fact)
+                    return None
+        return None
+
+    def union_part(self, dim: Dim) -> Optional[Hashable]:
+        """This entry's key part under a union dim, ``(id(type), *rest)`` (the id alone when
+        the fact is the type), or None."""
+        concrete = self.concrete(dim)
+        comps = self.facts.get(concrete) if concrete is not None else None
+        if concrete is None or comps is None:
+            return None
+        tid = typed_pin(concrete, comps)
+        return (tid, *comps[1:]) if len(comps) > 1 else tid
+
     def key(self, dims: tuple[Dim, ...]) -> Optional[tuple[Hashable, ...]]:
         """The index key of this entry under ``dims``, or None if it lacks one of them."""
         out: list[Any] = []
         for dim in dims:
+            if dim.union is not None:
+                part = self.union_part(dim)
+                if part is None:
+                    return None
+                out.append(part)
+                continue
             components = self.facts.get(dim)
             if components is None:
                 return None
             out.extend(components)
         return tuple(out)
 
+    def _implied_by(self, dims: Any) -> set[int]:
+        out: set[int] = set()
+        for d in dims:
+            concrete = self.concrete(d) if d.union is not None else d
+            if concrete is not None:
+                out.update(self._implied.get(concrete, ()))
+        return out
+
     def exact_under(self, dims: tuple[Dim, ...]) -> bool:
         """True if a key match under ``dims`` alone proves every guard of this entry."""
-        implied = {i for d in dims for i in self._implied.get(d, ())}
-        return len(implied) == len(self.check.leaves)
+        return len(self._implied_by(dims)) == len(self.check.leaves)
 
     def slot(self, implied_dims: frozenset[Dim]) -> Slot:
         """The slot for a snapshot in which a key match proves the facts of ``implied_dims``
@@ -383,7 +461,7 @@ class CacheEntry:
         return slot
 
     def _residual(self, implied_dims: frozenset[Dim]) -> Optional[Callable[..., bool]]:
-        implied = {i for d in implied_dims for i in self._implied.get(d, ())}
+        implied = self._implied_by(implied_dims)
         if not implied:
             return self.check.fn
         leaves = [leaf for i, leaf in enumerate(self.check.leaves) if i not in implied]

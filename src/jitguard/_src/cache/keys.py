@@ -1,7 +1,7 @@
 """The layout of index keys and the code generated for it: the dispatcher (the specialized
 function itself) and the careful key function.
 
-May import: _util, guards, compiler.codecache, cache.signature, cache.entry.
+May import: _util, guards, compiler.codecache, compiler.kinds, cache.signature, cache.entry.
 
 # [Note: Key layout]
 # Keys are laid out per snapshot (``Layout``) to keep the hit path short:
@@ -53,6 +53,7 @@ from typing import Any, NamedTuple, Optional
 
 from .._util import SCALAR_TYPES
 from ..compiler.codecache import compile_generated, forget, generated_filename
+from ..compiler.kinds import DispatchFact, dispatch_fact
 from ..guards import ChainedSource, Source
 from .entry import MISS_SLOT, CacheEntry, Dim, Slot
 from .signature import Signature
@@ -195,6 +196,10 @@ class KeyCode:
             if entry.pins.get(base) not in gate:
                 return False
         for k, dim in enumerate(layout.dims):
+            if dim.union is not None:
+                if entry.union_part(dim) is None:
+                    return False
+                continue
             comps = entry.facts.get(dim)
             if comps is None:
                 return False
@@ -248,6 +253,12 @@ class KeyCode:
     def entry_key(self, entry: CacheEntry) -> Any:
         parts: list[Any] = []
         for dim, hoisted in zip(self.layout.dims, self.layout.hoisted, strict=True):
+            if dim.union is not None:
+                part = entry.union_part(dim)
+                if part is None:
+                    return NOKEY
+                parts.append(part)
+                continue
             comps = entry.facts.get(dim)
             if comps is None:
                 return NOKEY
@@ -297,6 +308,40 @@ def _reads(
     return lines, names
 
 
+def _fact_expr(spec: DispatchFact, v: str, p: str, tag: str, ns: dict[str, Any]) -> str:
+    """A declared fact's key expression over ``v``, its ``consts`` bound in ``ns`` (named
+    per dim and fact: two facts may use one name)."""
+    consts: dict[str, str] = {}
+    for cname, obj in spec.consts:
+        consts[cname] = f"{p}c{tag}_{cname}"
+        ns[consts[cname]] = obj
+    assert spec.expr is not None
+    return spec.expr.format(**consts, v=v, type=f"{p}type", id=f"{p}id", len=f"{p}len",
+                            tuple=f"{p}tuple", dict=f"{p}dict")
+
+
+def _union_expr(dim: Dim, v: str, p: str, g: int, k: int, ns: dict[str, Any]) -> str:
+    """The key part of a union dim: for the call's type, ``(id(type), *its fact)`` (the id
+    alone for a fact that is the type), or ``NOKEY`` for a type with no fact chosen
+    ([Note: Union dims])."""
+    assert dim.union is not None
+    by_fact: dict[str, set[int]] = {}
+    for tid, fact in dim.union:
+        by_fact.setdefault(fact, set()).add(tid)
+    u = f"{p}u{g}_{k}"
+    branches: list[str] = []
+    for j, (fact, tids) in enumerate(sorted(by_fact.items())):
+        spec = dispatch_fact(fact)
+        assert spec is not None and spec.typed
+        gate = f"{p}U{g}_{k}_{j}"
+        ns[gate] = frozenset(tids)
+        rest = [_fact_expr(spec, v, p, f"{g}_{k}_{j}", ns)] if spec.expr is not None else []
+        part = "(" + ", ".join([u, *rest]) + ",)" if rest else u  # a type alone: its id
+        test = f"({u} := {p}id({p}type({v}))) in {gate}" if j == 0 else f"{u} in {gate}"
+        branches.append(f"{part} if {test} else ")
+    return "(" + "".join(branches) + f"{p}NOKEY)"
+
+
 def _key_code(
     layout: Layout, p: str, g: int, ns: dict[str, Any], names: dict[Source, str]
 ) -> tuple[list[str], list[str], str]:
@@ -305,7 +350,7 @@ def _key_code(
     (``names``)."""
     pre: list[str] = []
     parts: list[str] = []
-    t, i, n = f"{p}type", f"{p}id", f"{p}len"
+    t, i = f"{p}type", f"{p}id"
     for k, (dim, hoisted) in enumerate(zip(layout.dims, layout.hoisted, strict=True)):
         v = dim.param
         if dim.source is not None:
@@ -333,18 +378,16 @@ def _key_code(
                 tname = f"{p}TS{g}_{k}"
                 ns[tname] = gate
                 pre.append(f"{i}({t}({v})) in {tname}")
+        if dim.union is not None:
+            parts.append(_union_expr(dim, v, p, g, k, ns))
+            continue
         if dim.kind is not None:
             fname = f"{p}fact{g}_{k}"
             kind, fact = dim.kind, dim.fact
             ns[fname] = lambda value, _k=kind, _f=fact: _k.fact_of(_f, value)
             parts.append(f"{fname}({v})")
         elif spec is not None and spec.expr is not None:
-            consts: dict[str, str] = {}
-            for cname, obj in spec.consts:  # named per dim: two facts may use one name
-                consts[cname] = f"{p}c{g}_{k}_{cname}"
-                ns[consts[cname]] = obj
-            parts.append(spec.expr.format(**consts, v=v, type=t, id=i, len=n,
-                                          tuple=f"{p}tuple", dict=f"{p}dict"))
+            parts.append(_fact_expr(spec, v, p, f"{g}_{k}", ns))
     if len(parts) == 1:
         key = parts[0]
     else:

@@ -317,8 +317,9 @@ class Persistence:
         ref = f"{key}:{eid}"
         for g in doc["guards"]:
             if not g["portable"]:
-                names = ", ".join(s["name"] for s in g["sources"])
-                self._event(ref, "not stored", f"the {g['kind']} guard on {names} is not "
+                names = ", ".join(s["name"] for s in g["sources"] if s["name"])
+                on = f" on {names}" if names else ""
+                self._event(ref, "not stored", f"the {g['kind']} guard{on} is not "
                             f"portable: {g.get('reason')}", "-", cid)
                 return
         try:

@@ -20,6 +20,8 @@ May import: _util, errors, guards, sources, contexts, compiler.*.
 #     functions of one code object differ in these: ``lambda x, k=i: ...`` in a loop);
 #     bound methods: their type, ``__func__`` and ``__self__``; classes, modules,
 #     builtins: by identity; frozenset, range, slice of constants: by value;
+#   * a numpy dtype: by value (EQUALS_MATCH: same class and ``dtype_key``, see
+#     [Note: Array facts]; numpy has a class per dtype: found without a registration);
 #   * anything else: its exact type and its identity (TYPE_MATCH + ID_MATCH); except the
 #     receiver of a method (``self``, see ``Signature.receiver``): its exact type only, so
 #     that a specialized method serves every instance of a class with one entry. What an
@@ -56,6 +58,7 @@ from typing import Any, Optional
 
 from .._util import SCALAR_TYPES, is_scalar_type
 from ..compiler.builder import GuardBuilder
+from ..compiler.constants import is_dtype
 from ..errors import SourceError
 from ..guards import Guard, Source
 from ..sources import AttrSource, GetItemSource, LocalSource, has_literal_form
@@ -323,10 +326,13 @@ def root_name(source: Source) -> Optional[str]:
 
 
 def object_rule(ctx: ArgContext, source: Source, value: Any) -> None:
-    """Anything without a rule: a named tuple as a sequence; a method's receiver by its
-    exact type; else type and identity."""
+    """Anything without a rule: a named tuple as a sequence; a numpy dtype by value; a
+    method's receiver by its exact type; else type and identity."""
     if is_named_tuple(value):
         sequence_rule(ctx, source, value)
+        return
+    if is_dtype(value):
+        ctx.by_value(source, value)
         return
     if ctx.is_receiver(source):
         ctx.by_type(source, value)

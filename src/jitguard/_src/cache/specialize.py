@@ -42,7 +42,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, Optional, ParamSpec, TypeVar
+from typing import Any, Generic, Optional, ParamSpec, TypeVar, Union
 
 from ..guards import Source
 from ..ids import CompileId
@@ -53,7 +53,8 @@ from .keys import Dispatcher, Layout, compute_layout
 from .lru import Lru
 from .observe import CompileInfo, CompileLog, dispatch_log
 from .persist import Persistence, StoreEvent, load_stored, open_persistence
-from .policy import ArgPolicy, default_policy, root_name
+from .policy import ArgPolicy, root_name
+from .presets import resolve_policy
 from .reasons import (
     EXPLAINED,
     HISTORY,
@@ -100,12 +101,13 @@ class FunctionCache(Generic[_P, _R]):
         static: Iterable[SourceLike] = (),
         dynamic: Iterable[SourceLike] = (),
         error_on_recompile: bool = False,
-        policy: Optional[ArgPolicy] = None,
+        policy: Union[ArgPolicy, str, None] = None,
         global_state: bool = True,
         max_restarts: int = 8,
         maxsize: Optional[int] = None,
         history: int = HISTORY,
         store: Any = None,
+        fallback: Optional[Callable[..., Any]] = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"specialize needs a callable, got {fn!r}")
@@ -129,10 +131,12 @@ class FunctionCache(Generic[_P, _R]):
         self.compiler: Compiler = compiler or identity_compiler
         self.signature = Signature(fn)
         self.recompile_limit = recompile_limit
-        self.on_limit = check_on_limit(on_limit)
+        self.on_limit = check_on_limit(on_limit, fallback)
+        # What a miss past the limit runs ([Note: Recompile limits]).
+        self.fallback: Callable[..., Any] = fallback if fallback is not None else fn
         self.automatic_dynamic = automatic_dynamic
         self.error_on_recompile = error_on_recompile
-        self.policy = policy or default_policy
+        self.policy = resolve_policy(policy)
         self.global_state = global_state
         self.max_restarts = max_restarts
         self._declared_static = self._declared(static, "static")
@@ -250,8 +254,8 @@ class FunctionCache(Generic[_P, _R]):
         past_limit = limit is not None and self._compiles >= limit
         if past_limit and self.on_limit == "fallback" and self._warned:
             self._counters.bump("fallbacks")
-            dispatch_log.info("%s: miss past the recompile limit: runs uncompiled", self.where)
-            return self.fn
+            dispatch_log.info("%s: miss past the recompile limit: runs the fallback", self.where)
+            return self.fallback
         if dispatch_log.isEnabledFor(logging.INFO):
             size = len(self._snapshot)
             dispatch_log.info("%s: miss: %s", self.where,
@@ -263,13 +267,13 @@ class FunctionCache(Generic[_P, _R]):
         refused = refuse(
             self.where, covered, values, unexplained=unexplained, recompile=recompile,
             past_limit=past_limit, forbidden=self.error_on_recompile, limit=limit,
-            on_limit=self.on_limit,
+            on_limit=self.on_limit, fallback=self.fallback if self.fallback is not self.fn else None,
         )
         if refused is not None:  # past the limit, falling back: warned once, now
             self._warned = True
             self._history.add(refused)
             self._counters.bump("fallbacks")
-            return self.fn
+            return self.fallback
         record: Optional[RecompileRecord] = None
         if explained:
             # [Note: Recompile reasons]: explained when read, unless the values may change.

@@ -10,7 +10,8 @@ May import: errors, cache.entry, cache.reasons.
 # A function may compile ``recompile_limit`` entries (default 8; entries later dropped
 # because an object died still count, so a function fed fresh objects cannot compile
 # forever). A miss past the limit does not compile: with ``on_limit="fallback"`` (the
-# default) the call runs the original function uncompiled, and the first time this happens
+# default) the call runs the original function uncompiled, or ``specialize(...,
+# fallback=g)``'s ``g`` (numba's generic dispatcher, say), and the first time this happens
 # a ``RecompileLimitWarning`` with the reasons is issued (and logged, at INFO, on
 # ``jitguard.recompiles``); with ``on_limit="raise"`` every such call raises
 # ``RecompileLimitError`` with the reasons. Existing entries keep serving their calls.
@@ -46,10 +47,28 @@ __all__ = [
 OnLimit = Literal["fallback", "raise"]
 
 
-def check_on_limit(on_limit: str) -> OnLimit:
+def check_on_limit(on_limit: str, fallback: Any = None) -> OnLimit:
+    """``on_limit`` checked, with the ``fallback`` target that goes with it (None: ``fn``)."""
     if on_limit not in ("fallback", "raise"):
         raise ValueError(f"on_limit must be 'fallback' or 'raise', got {on_limit!r}")
+    if fallback is not None:
+        if not callable(fallback):
+            raise TypeError(f"fallback must be callable, got {fallback!r}")
+        if on_limit != "fallback":
+            raise ValueError(
+                "fallback= names what a call past the recompile limit runs; it needs "
+                f"on_limit='fallback', got on_limit={on_limit!r}"
+            )
     return on_limit  # type: ignore[return-value]
+
+
+def callable_name(fn: Any) -> str:
+    """``module.qualname`` of a function, else its type's name (``CPUDispatcher object``)."""
+    qualname = getattr(fn, "__qualname__", None)
+    if isinstance(qualname, str):
+        module = getattr(fn, "__module__", None)
+        return f"{module}.{qualname}" if isinstance(module, str) else qualname
+    return f"{type(fn).__qualname__} object"
 
 
 _forbid = 0
@@ -74,11 +93,14 @@ def recompiles_forbidden() -> bool:
     return _forbid > 0
 
 
-def limit_message(what: str, limit: Optional[int], reasons: Sequence[str], on_limit: OnLimit) -> str:
-    then = (
-        "it now runs uncompiled on a miss" if on_limit == "fallback"
-        else "the call raises (on_limit='raise')"
-    )
+def limit_message(what: str, limit: Optional[int], reasons: Sequence[str], on_limit: OnLimit,
+                  fallback: Any = None) -> str:
+    if on_limit == "raise":
+        then = "the call raises (on_limit='raise')"
+    elif fallback is not None:
+        then = f"a miss now calls the fallback {callable_name(fallback)}"
+    else:
+        then = "it now runs uncompiled on a miss"
     lines = [f"{what} hit its recompile limit ({limit}); {then}. Last reasons:"]
     lines += [f"    - {r}" for r in reasons] or ["    (none)"]
     return "\n".join(lines)
@@ -87,6 +109,7 @@ def limit_message(what: str, limit: Optional[int], reasons: Sequence[str], on_li
 def refuse(
     where: str, covered: Sequence[CacheEntry], values: tuple[Any, ...], *, unexplained: int,
     recompile: bool, past_limit: bool, forbidden: bool, limit: Optional[int], on_limit: OnLimit,
+    fallback: Any = None,
 ) -> Optional[RecompileRecord]:
     """Decide a miss before compiling: raise ``RecompileError`` where recompiling is
     forbidden, ``RecompileLimitError`` past the limit with ``on_limit="raise"``; past the
@@ -109,7 +132,7 @@ def refuse(
     reasons = record.reasons()
     if unexplained:
         reasons.append(f"(and {unexplained} other entries, not explained)")
-    message = limit_message(where, limit, reasons, on_limit)
+    message = limit_message(where, limit, reasons, on_limit, fallback)
     if on_limit == "raise":
         raise RecompileLimitError(message, record)
     # Logged at INFO: the warning is what users see; at WARNING, logging's last-resort

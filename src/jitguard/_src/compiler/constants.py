@@ -1,6 +1,11 @@
 """Constants a guard can pin by value, and the strict equality EQUALS_MATCH means by it.
 
-May import: _util.
+May import: _util, compiler.array_facts.
+
+A numpy dtype is a constant (numpy 2 has a class per dtype, so it cannot be registered by
+type): two dtypes are strictly equal when their classes and ``dtype_key``s are
+([Note: Array facts]), never by numpy's looser ``==`` (which ignores metadata and compares
+with strings). numpy is never imported for it.
 """
 
 from __future__ import annotations
@@ -10,11 +15,14 @@ import math
 from typing import Any
 
 from .._util import SCALAR_TYPES
+from .array_facts import dtype_key, numpy_or_none
 
 __all__ = [
     "EXACT_EQ_TYPES",
     "is_constant",
+    "is_dtype",
     "is_enum_member",
+    "is_registered_constant",
     "needs_strict",
     "one_of",
     "register_constant_type",
@@ -26,12 +34,19 @@ __all__ = [
 EXACT_EQ_TYPES = tuple(t for t in SCALAR_TYPES if t is not float and t is not complex)
 # A list, not a set: membership is decided by identity (see one_of).
 _CONSTANT_TYPES: list[type] = [*SCALAR_TYPES, tuple, frozenset, range, slice]
+_BUILTIN_CONSTANTS = len(_CONSTANT_TYPES)
 
 
 def register_constant_type(tp: type) -> None:
     """Let EQUALS_MATCH hold values of ``tp`` (immutable, with a meaningful ``==``)."""
     if not one_of(tp, _CONSTANT_TYPES):
         _CONSTANT_TYPES.append(tp)
+
+
+def is_registered_constant(value: Any) -> bool:
+    """``value`` is of a type passed to ``register_constant_type`` (torch.dtype, ...) or a
+    numpy dtype: its ``repr`` is trusted in failure texts."""
+    return one_of(type(value), _CONSTANT_TYPES[_BUILTIN_CONSTANTS:]) or is_dtype(value)
 
 
 def one_of(tp: type, types_: Any) -> bool:
@@ -43,6 +58,12 @@ def is_enum_member(value: Any) -> bool:
     return issubclass(type(value), enum.Enum)
 
 
+def is_dtype(value: Any) -> bool:
+    """``value`` is a numpy dtype (by its real type; numpy is not imported for it)."""
+    np = numpy_or_none()
+    return np is not None and issubclass(type(value), np.dtype)
+
+
 def is_constant(value: Any) -> bool:
     tp = type(value)
     if is_enum_member(value):
@@ -51,13 +72,15 @@ def is_constant(value: Any) -> bool:
         return all(is_constant(v) for v in value)
     if tp is slice:
         return all(is_constant(v) for v in (value.start, value.stop, value.step))
-    return one_of(tp, _CONSTANT_TYPES)
+    return one_of(tp, _CONSTANT_TYPES) or is_dtype(value)
 
 
 def needs_strict(value: Any) -> bool:
-    """True if ``==`` cannot stand for strict equality on ``value``: a NaN (unequal to itself)
-    or a float zero (``0.0 == -0.0``), anywhere inside."""
+    """True if ``==`` cannot stand for strict equality on ``value``: a NaN (unequal to itself),
+    a float zero (``0.0 == -0.0``) or a numpy dtype, anywhere inside."""
     tp = type(value)
+    if is_dtype(value):
+        return True
     if tp is float:
         return value == 0.0 or math.isnan(value)
     if tp is complex:
@@ -87,6 +110,8 @@ def strict_equal(value: Any, expected: Any) -> bool:
         return False
     if issubclass(tp, enum.Enum):
         return value is expected
+    if is_dtype(expected):
+        return bool(dtype_key(value) == dtype_key(expected))
     if tp is slice or tp is range:
         return strict_equal(
             (value.start, value.stop, value.step), (expected.start, expected.stop, expected.step)

@@ -1,7 +1,7 @@
 """Helpers shared by the guard kinds: safe display of values and how a kind refers to an
 object by identity.
 
-May import: errors, _util.
+May import: errors, _util, compiler.constants.
 
 # [Note: Identity binding]
 # An identity guard must never hit on a different object that happens to reuse a dead
@@ -25,6 +25,7 @@ import weakref
 from typing import Any
 
 from .._util import is_scalar_type
+from .constants import is_registered_constant
 
 __all__ = ["Ident", "describe_ident", "is_long_lived", "show", "type_name"]
 
@@ -73,6 +74,9 @@ def show(value: Any, limit: int = 80) -> str:
         return text if len(text) <= limit else text[: limit - 3] + "..."
     if issubclass(type(value), type):
         return type_name(value)
+    if is_registered_constant(value):  # torch.float32, dtype('float64'): trusted reprs
+        text = repr(value)
+        return text if len(text) <= limit else text[: limit - 3] + "..."
     return f"<{type_name(type(value))} object>"
 
 

@@ -10,7 +10,8 @@ May import: errors, store.* (the standard library otherwise).
 # IMMEDIATE`` transaction, so concurrent writers queue instead of failing, and a reader
 # sees a whole value or none. The same transaction evicts the least recently read rows
 # while the total size is over ``max_bytes`` (the new row is kept even when it alone is
-# larger). A connection belongs to one process: after a fork the child opens its own.
+# larger). Reading marks the rows read as used (to the minute: rows used within the last
+# minute are not written again). A connection belongs to one process: after a fork the child opens its own.
 # Every sqlite3 or OS error surfaces as ``TierError`` (the store turns it into a warning).
 """
 
@@ -28,6 +29,7 @@ from typing import Any, NamedTuple, Optional
 __all__ = ["DB_NAME", "Row", "SqliteTier", "TierError"]
 
 DB_NAME = "store.sqlite3"
+_TOUCH_EVERY = 60.0  # seconds: a read marks rows as used when they were not for this long
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
     key TEXT NOT NULL,
@@ -103,8 +105,12 @@ class SqliteTier:
                 "SELECT entry, value FROM entries WHERE key = ?", (key,)
             ).fetchall()
             if rows:
-                try:  # recency is best effort: a busy or full database still serves reads
-                    db.execute("UPDATE entries SET used = ? WHERE key = ?", (time.time(), key))
+                # Recency is best effort (a busy or full database still serves reads), and
+                # kept to the minute: a read that finds the rows just used writes nothing.
+                now = time.time()
+                try:
+                    db.execute("UPDATE entries SET used = ? WHERE key = ? AND used < ?",
+                               (now, key, now - _TOUCH_EVERY))
                 except sqlite3.Error:
                     pass
         return [(str(e), bytes(v)) for e, v in rows]

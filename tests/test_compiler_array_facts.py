@@ -1,0 +1,127 @@
+"""Properties of the array facts over many arrays (dtypes structured, byte-swapped, with
+metadata; C, F and strided layouts; read-only and unaligned views), and the differential
+fuzz of every registered kind that holds on an array: compiled check against the reference
+evaluator, and a specialized function that never serves a call from another array's entry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hypothesis.extra.numpy as hnp
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from _helpers import registry_candidates
+from jitguard import ArgPolicy, GuardBuilder, LocalSource, cache_of, compile_guards, specialize
+from jitguard._src.compiler.array_facts import (
+    array_fact,
+    data_pointer,
+    data_ptr_aligned,
+    dtype_key,
+)
+
+_plain = st.one_of(
+    hnp.scalar_dtypes(),
+    hnp.byte_string_dtypes(min_len=1, max_len=4),
+    hnp.unicode_string_dtypes(min_len=1, max_len=4),
+)
+_swapped = _plain.map(lambda d: d.newbyteorder())
+_structured = hnp.array_dtypes(subtype_strategy=_plain, min_size=1, max_size=3,
+                               allow_subarrays=True)
+_aligned = _structured.map(lambda d: np.dtype(d.descr, align=True)
+                           if all(n for n in d.names) else d)
+_meta = _plain.map(lambda d: np.dtype(d, metadata={"tag": 1}))
+dtypes = st.one_of(_plain, _swapped, _structured, _aligned, _meta,
+                   st.sampled_from([np.dtype("O"), np.dtype("q"), np.dtype("l")]))
+
+shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3)
+HOW = ("C", "F", "strided", "transposed", "readonly", "unaligned")
+
+
+def make(dtype: Any, shape: tuple[int, ...], how: str) -> Any:
+    """An array of ``dtype`` and ``shape`` laid out as ``how`` says."""
+    if how == "F":
+        return np.zeros(shape, dtype, order="F")
+    if how == "strided":
+        index = tuple(slice(None, None, 2) for _ in shape) or ...  # () would give a scalar
+        return np.zeros(tuple(2 * s for s in shape), dtype)[index]
+    if how == "transposed":
+        return np.zeros(shape, dtype).T
+    if how == "readonly":
+        a = np.zeros(shape, dtype)
+        a.flags.writeable = False
+        return a
+    if how == "unaligned":
+        n = int(np.prod(shape)) * dtype.itemsize
+        return np.ndarray(shape, dtype, buffer=np.zeros(n + 1, np.uint8), offset=1)
+    return np.zeros(shape, dtype)
+
+
+arrays = st.builds(make, dtypes, shapes, st.sampled_from(HOW))
+
+
+def _flags_fact(a: Any) -> tuple[Any, ...]:
+    layout = "C" if a.flags.c_contiguous else ("F" if a.flags.f_contiguous else "A")
+    return (a.ndim, layout, a.flags.writeable, a.flags.aligned)
+
+
+@settings(max_examples=300, deadline=None)
+@given(arrays, arrays)
+def test_equal_facts_mean_the_same_array_kind(a: Any, b: Any) -> None:
+    """Equal facts imply what numpy itself says alike: dtype ==, dtype str and class, ndim,
+    contiguity class, writeability and alignment; and a fact equals itself for an array
+    built alike."""
+    if array_fact(a, True, True) == array_fact(b, True, True):
+        assert a.dtype == b.dtype and a.dtype.str == b.dtype.str
+        assert type(a.dtype) is type(b.dtype)
+        assert a.dtype.metadata == b.dtype.metadata
+        assert _flags_fact(a) == _flags_fact(b)
+    if dtype_key(a.dtype) == dtype_key(b.dtype):
+        assert a.dtype == b.dtype and a.dtype.itemsize == b.dtype.itemsize
+    assert array_fact(a) == array_fact(a.view())
+    assert dtype_key(a.dtype) == dtype_key(np.dtype(a.dtype))
+    assert data_pointer(a) == a.__array_interface__["data"][0]
+    assert data_ptr_aligned(a) == (a.__array_interface__["data"][0] % 16 == 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(arrays, st.lists(arrays, max_size=6))
+def test_registry_kinds_on_arrays_agree_with_reference(build: Any, others: list[Any]) -> None:
+    """Every registered kind that holds on an array (ARRAY_MATCH with each option set,
+    DATA_PTR_ALIGNED, TYPE_MATCH, ...): the compiled check and the reference evaluator
+    agree on other arrays, and on the array it was built on both accept."""
+    source = LocalSource("x")
+    fns = registry_candidates(source, build)
+    names = {getattr(fn, "func", fn).__name__ for fn in fns}
+    assert {"ARRAY_MATCH", "DATA_PTR_ALIGNED"} <= names
+    for fn in fns:
+        check = compile_guards([source.make_guard(fn)], f_locals={"x": build},
+                               arg_names=("x",))
+        assert check.fn(build) is True
+        for value in others:
+            assert check.fn(value) is check.reference(value), (check.source, value)
+
+
+def _policy() -> ArgPolicy:
+    policy = ArgPolicy()
+    policy.register(np.ndarray, lambda ctx, s, v: ctx.guard(s, GuardBuilder.ARRAY_MATCH))
+    return policy
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(arrays, min_size=1, max_size=12))
+def test_specialized_function_serves_each_array_its_own_entry(calls: list[Any]) -> None:
+    """Through the dispatcher's one exact key: every call is served by the entry compiled for
+    an array with its fact, never another's."""
+
+    def compiler(request: Any) -> Any:
+        (x,) = request.values
+        built = (type(x), array_fact(x))
+        return lambda x: built
+
+    f = specialize(lambda x: None, compiler=compiler, policy=_policy(), recompile_limit=None,
+                   global_state=False)
+    for a in calls + calls:
+        assert f(a) == (type(a), array_fact(a))
+    assert cache_of(f).stats().compiles == len({array_fact(a) for a in calls})
