@@ -618,7 +618,9 @@ def guard_schema() -> dict[str, Any]:
 
 
 
-# ---- [Note: Portable global state] -----------------------------------------------------
+# ---- portable global state -------------------------------------------------------------
+
+# [Note: Portable global state]
 # A GLOBAL_STATE snapshot is written as the names of the states it guards and their
 # values. Reading it rebuilds the snapshot over this process's registered states of those
 # names: a name not registered here, or a guarded state registered here that the document
