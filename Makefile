@@ -9,7 +9,8 @@ DOCS_STAMP := $(VENV)/.docs-installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+# setup.py builds the optional C hot path in place (src/jitguard/_src/_speedups*.so).
+$(STAMP): pyproject.toml constraints.txt setup.py src/jitguard/_src/_speedups.c
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet -c constraints.txt -e '.[dev,torch]'
@@ -39,3 +40,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -f src/jitguard/_src/_speedups*.so

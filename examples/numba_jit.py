@@ -7,7 +7,6 @@ Run: ``python examples/numba_jit.py`` (needs the ``numba`` extra: numba and nump
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -16,28 +15,13 @@ import numpy as np
 
 import jitguard as jg
 
-GB = jg.GuardBuilder
 
-
-def array_rule(ctx: jg.ArgContext, source: jg.Source, value: Any) -> None:
-    """What Numba's type of an array depends on (exact type, dtype, ndim, layout,
-    writeable), and alignment: one ARRAY_MATCH guard, one exact dispatch fact."""
-    ctx.guard(source, functools.partial(GB.ARRAY_MATCH, aligned=True))
-
-
-def scalar_rule(ctx: jg.ArgContext, source: jg.Source, value: Any) -> None:
-    """Numba compiles scalars by type, not value."""
-    ctx.guard(source, GB.TYPE_MATCH)
-
-
-POLICY = jg.ArgPolicy()
-for tp in (bool, int, float, complex, np.generic):
-    POLICY.register(tp, scalar_rule)
-POLICY.register(np.ndarray, array_rule, subclasses=False)
-
-
-def myjit(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Compile ``fn`` with Numba, one overload per argument types."""
+def myjit(fn: Callable[..., Any], *, limit: int = 32) -> Callable[..., Any]:
+    """Compile ``fn`` with Numba, one overload per argument types. ``policy="types"``
+    guards what Numba's types depend on: scalars by exact type, arrays by ARRAY_MATCH
+    (type, dtype, ndim, layout, writeable, aligned: one exact dispatch fact). Past the
+    recompile limit (``limit`` entries), calls go to Numba's own dispatcher (with a
+    warning, once)."""
     dispatcher = numba.njit(fn)
 
     def compiler(request: jg.CompileRequest) -> Callable[..., Any]:
@@ -45,7 +29,8 @@ def myjit(fn: Callable[..., Any]) -> Callable[..., Any]:
         dispatcher.compile(sig)
         return dispatcher.overloads[sig].entry_point  # the overload's C entry point
 
-    return jg.specialize(fn, compiler=compiler, policy=POLICY, recompile_limit=32)
+    return jg.specialize(fn, compiler=compiler, policy="types", recompile_limit=limit,
+                         fallback=dispatcher)
 
 
 @myjit
@@ -59,8 +44,9 @@ def main() -> None:
     print(axpy(2.0, np.arange(3, dtype=np.float32)))  # a new dtype: one recompile
     print(axpy(2.0, np.ones((2, 2))[:, ::2]))  # a strided 2-d array: one more
     cache = jg.cache_of(axpy)
-    print(f"{len(cache.entries())} entries; the last recompile:")
-    print(" ", cache.reasons()[-1])
+    print(f"{len(cache.entries())} entries; why the last one was compiled:")
+    for reason in cache.recompiles[-1].reasons()[:2]:  # the closest entries first
+        print(" ", reason)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,23 @@ def _no_leaked_contexts() -> Iterator[None]:
     assert leaked == (None, None), f"test leaked contexts: {leaked}"
 
 
+@pytest.fixture(params=["c", "py"])
+def dispatch_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a test with the C hot path on ("c", skipped when the extension is not built) and
+    in pure Python ("py"): functions specialized inside the test get that dispatcher
+    ([Note: The C hot path])."""
+    from jitguard._src.cache import fast
+
+    mode: str = request.param
+    if mode == "c" and not fast.available():
+        pytest.skip(f"the C hot path is not built: {fast.why_not()}")
+    old = fast.set_enabled(mode == "c")
+    try:
+        yield mode
+    finally:
+        fast.set_enabled(old)
+
+
 @pytest.fixture
 def store_dir(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A fresh store directory as ``JITGUARD_CACHE_DIR``, with every other store variable

@@ -318,7 +318,8 @@ def test_derived_fact_needs_every_type_below_it_pinned() -> None:
 def test_tuple_items_key_the_dispatcher() -> None:
     """A specialized function of a tuple of ints keys on its items: a hit among many
     entries is one lookup, and the key reads items only of an exact tuple."""
-    fn = specialize(lambda t: t, automatic_dynamic=False, recompile_limit=None)
+    fn = specialize(lambda t: t, automatic_dynamic=False, recompile_limit=None,
+                    global_state=False)
     for i in range(20):
         fn((i, 2 * i))
     snap = cache_of(fn).snapshot()
@@ -377,3 +378,26 @@ def test_union_dim_entries_of_one_type_with_another_fact_are_linear() -> None:
         assert snap.lookup((value,)) is expected
         got = disp.function(value)
         assert got == ("miss" if expected is None else entries.index(expected)), value
+
+
+def test_array_shape_item_keys_with_the_array_fact() -> None:
+    """ARRAY_MATCH on ``x``, SEQUENCE_LENGTH on ``x.shape`` and ``x.shape[0] == n`` (what a
+    policy visiting ``x.shape`` as a tuple guards): entries of several dtypes and lengths are
+    exact keys on the array fact and ``x.shape[0]`` together."""
+    np = pytest.importorskip("numpy")
+
+    def guards(x: Any) -> list[Any]:
+        shape = AttrSource(x, "shape")
+        return [x.make_guard(GB.ARRAY_MATCH), shape.make_guard(GB.SEQUENCE_LENGTH),
+                GetItemSource(shape, 0).make_guard(GB.EQUALS_MATCH)]
+
+    values = [np.zeros(n, dtype=d) for d in ("f8", "f4") for n in (2, 3, 4)]
+    entries = derived_entries(values, guards)
+    for i, e in enumerate(entries):
+        e.seq, e.artifact = i, lambda x, _i=i: _i
+    disp, snap = publish(entries)
+    assert snap.keycode.layout.exact and len(snap.buckets) == len(values)
+    assert any(d.source == GetItemSource(AttrSource(LocalSource("x"), "shape"), 0)
+               for d in snap.dims)
+    assert [disp.function(np.ones_like(v)) for v in values] == list(range(len(values)))
+    assert disp.function(np.zeros(5)) == "miss" and disp.function(np.zeros((2, 2))) == "miss"

@@ -15,6 +15,9 @@ import pytest
 from jitguard import cache_of, specialize
 from jitguard._src.cache.lru import Lru
 
+# Every test here runs with the C hot path and in pure Python ([Note: The C hot path]).
+pytestmark = pytest.mark.usefixtures("dispatch_mode")
+
 
 def served(f: Any) -> set[int]:
     """The int values the function's entries are specialized on."""

@@ -166,6 +166,8 @@ def test_triton_preset() -> None:
     f(_at(0), 7), f(_at(0), 1)         # other int classes
     cache = cache_of(f)
     assert cache.stats().compiles == 5 and cache.stats().hits == 2
+    head = cache.dispatcher.source.splitlines()[0].rstrip()
+    assert "L['x'].dtype:dtype" in head and "n:int_class" in head and head.endswith(", exact")
     assert sorted(["type(L['x']) is ndarray", "L['x'].dtype == dtype('float32')",
                    "data_ptr(L['x']) % 16 == 0", "int_class(L['n']) == ('i32', 16)"]) in [
         sorted(c) for c in codes(f)]

@@ -11,6 +11,9 @@ import pytest
 from jitguard import CompileRequest, cache_of, specialize
 from jitguard._src.cache.signature import DEFAULT, Signature, internal_prefix
 
+# Every test here runs with the C hot path and in pure Python ([Note: The C hot path]).
+pytestmark = pytest.mark.usefixtures("dispatch_mode")
+
 
 def full(a, b=2, /, c=3, *args, d, e=5, **kw):  # type: ignore[no-untyped-def]
     return (a, b, c, args, d, e, kw)

@@ -21,6 +21,9 @@ from jitguard import (
     specialize,
 )
 
+# Every test here runs with the C hot path and in pure Python ([Note: The C hot path]).
+pytestmark = pytest.mark.usefixtures("dispatch_mode")
+
 
 def _run_threads(work: Callable[[random.Random], None], n: int) -> list[BaseException]:
     """Run ``work`` on ``n`` threads released together by a barrier, thread ``i`` with

@@ -441,8 +441,12 @@ def test_dtype_is_an_equality_constant() -> None:
 
 
 def test_dtype_arguments_are_guarded_by_value() -> None:
-    """A dtype argument is guarded by value by default: a fresh equal dtype object hits."""
-    f = specialize(lambda d: d.str)
+    """A dtype argument is guarded by value by default: a fresh equal dtype object hits,
+    through an exact key on the dtype's class and dtype_key."""
+    f = specialize(lambda d: d.str, global_state=False)
     assert f(np.dtype([("a", "i4")])) == f(np.dtype([("a", "i4")])) == "|V4"
-    assert f(np.dtype("f8")) == "<f8"
-    assert cache_of(f).stats().compiles == 2
+    assert [f(np.dtype(d)) for d in ("f8", ">f8", "f8", "q", "l")] == [
+        "<f8", ">f8", "<f8", "<i8", "<i8"]
+    cache = cache_of(f)
+    assert cache.stats().compiles == 5 and cache.stats().hits == 2
+    assert cache.dispatcher.source.splitlines()[0].rstrip().endswith("dims [d:dtype], exact")

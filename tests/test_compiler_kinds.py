@@ -305,6 +305,35 @@ def test_dict_keys_match() -> None:
     assert guard.code_list == ["list(dict.keys(L['d'])) == ['a', 'b']"]
 
 
+def test_dict_keys_match_ordereddict_order() -> None:
+    """DICT_KEYS_MATCH on an OrderedDict also compares the order it iterates in, which
+    move_to_end changes and dict.keys does not see."""
+    import collections
+
+    od = collections.OrderedDict(a=1, b=2)
+    guard, check = build(L("d"), GuardBuilder.DICT_KEYS_MATCH, {"d": od})
+    assert_accepts(check, {"d": collections.OrderedDict(a=5, b=6)})
+    assert guard.code_list == ["list(dict.keys(L['d'])) == ['a', 'b'] and list(L['d'].keys()) == ['a', 'b']"]
+    moved = collections.OrderedDict(a=1, b=2)
+    moved.move_to_end("a")
+    assert list(dict.keys(moved)) == ["a", "b"]
+    assert_rejects(
+        check, {"d": moved},
+        "list(dict.keys(L['d'])) == ['a', 'b'] and list(L['d'].keys()) == ['a', 'b'] failed: "
+        "got ['a', 'b'] (iterating as ['b', 'a'])",
+    )
+    # a dict whose two orders differ when compiled: both are compared as they were
+    _, check = build(L("d"), GuardBuilder.DICT_KEYS_MATCH, {"d": moved})
+    again = collections.OrderedDict(a=0, b=0)
+    again.move_to_end("a")
+    assert_accepts(check, {"d": again})
+    assert_rejects(
+        check, {"d": collections.OrderedDict(b=0, a=0)},
+        "list(dict.keys(L['d'])) == ['a', 'b'] and list(L['d'].keys()) == ['b', 'a'] failed: "
+        "got ['b', 'a'] (iterating as ['b', 'a'])",
+    )
+
+
 def test_dict_keys_match_needs_a_dict() -> None:
     """DICT_KEYS_MATCH on a non-dict is a GuardKindError."""
     with pytest.raises(GuardKindError, match="expected a dict, found list"):

@@ -50,6 +50,112 @@ def test_not_present_in_generic_dict_one_attr() -> None:
         check_of(GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT, Mod())
 
 
+def _class_attrs_guard(*attrs: str) -> Any:
+    return functools.partial(GuardBuilder.CLASS_ATTRS_MATCH, attrs=attrs)
+
+
+def test_class_attrs_match_method_replaced() -> None:
+    """CLASS_ATTRS_MATCH fails when the class's method is replaced, naming where the
+    lookup finds it now; a same-class instance passes; the old method dying invalidates."""
+
+    class A:
+        def f(self) -> int:
+            return 1
+
+    check = check_of(_class_attrs_guard("f"), A())
+    assert agree(check, A())
+    old = A.f
+    A.f = lambda self: 2  # type: ignore[method-assign]
+    assert not agree(check, A())
+    (reason,) = [f.reason for f in check.explain(A())]
+    assert reason == (
+        "type(L['x']).__mro__[0].__dict__['f'] is <function "
+        "test_class_attrs_match_method_replaced.<locals>.A.f> (and no class before it has "
+        "it) failed: the lookup of 'f' changed (it finds <function object> in "
+        "test_class_attrs_match_method_replaced.<locals>.A)"
+    )
+    A.f = old  # type: ignore[method-assign]
+    assert agree(check, A())
+    del old
+    A.f = lambda self: 3  # type: ignore[method-assign]
+    assert not check.valid
+
+
+def test_class_attrs_match_subclass_shadows_base() -> None:
+    """A class between the instance's type and the one that held the name gaining it fails;
+    a classmethod replaced on the base fails; an attribute no class had appearing fails."""
+
+    class Base:
+        k = 2
+
+        @classmethod
+        def c(cls) -> int:
+            return 1
+
+    class Mid(Base):
+        pass
+
+    class Sub(Mid):
+        pass
+
+    check = check_of(_class_attrs_guard("k", "c", "absent"), Sub())
+    assert agree(check, Sub())
+    assert check.guards[0].code_list[0].startswith(
+        "type(L['x']).__mro__[2].__dict__['k'] is 2 (and no class before it has it)")
+    Mid.k = 2  # type: ignore[attr-defined]  # the same value, now found earlier
+    assert not agree(check, Sub())
+    del Mid.k  # type: ignore[attr-defined]
+    assert agree(check, Sub())
+    Base.c = classmethod(lambda cls: 9)  # type: ignore[assignment,method-assign]
+    assert not agree(check, Sub())
+    check = check_of(_class_attrs_guard("absent"), Sub())
+    assert agree(check, Sub())
+    Base.absent = 1  # type: ignore[attr-defined]
+    assert not agree(check, Sub())
+    assert not agree(check, Mid())  # another type
+
+
+class _Base:
+    k = 2
+
+
+class _Other:
+    k = 5
+
+
+class _Sub(_Base):
+    pass
+
+
+def test_class_attrs_match_module_level_class() -> None:
+    """For a class held strongly (module level) the namespaces are bound: a shadowing
+    attribute and a reassigned ``__bases__`` both fail, and the generated check agrees
+    with the reference."""
+    check = check_of(_class_attrs_guard("k"), _Sub())
+    assert "___mro_" in check.source  # the bound form
+    assert agree(check, _Sub())
+    _Sub.k = 2  # type: ignore[attr-defined]
+    try:
+        assert not agree(check, _Sub())
+    finally:
+        del _Sub.k  # type: ignore[attr-defined]
+    assert agree(check, _Sub())
+    _Sub.__bases__ = (_Other,)
+    try:
+        assert not agree(check, _Sub())
+    finally:
+        _Sub.__bases__ = (_Base,)
+    assert agree(check, _Sub())
+
+
+def test_class_attrs_match_needs_names() -> None:
+    """CLASS_ATTRS_MATCH takes attrs=, a tuple of str."""
+    with pytest.raises(GuardKindError, match="attrs="):
+        check_of(GuardBuilder.CLASS_ATTRS_MATCH, Mod())
+    with pytest.raises(GuardKindError, match="attrs="):
+        check_of(functools.partial(GuardBuilder.CLASS_ATTRS_MATCH, attrs="forward"), Mod())
+
+
 class LyingSet(set):  # type: ignore[type-arg]
     def __contains__(self, item: Any) -> bool:
         return True

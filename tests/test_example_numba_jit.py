@@ -85,3 +85,18 @@ def test_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     """The example script runs and reports its entries."""
     runpy.run_path(str(EXAMPLES / "numba_jit.py"), run_name="__main__")
     assert "5 entries" in capsys.readouterr().out
+
+
+def test_past_the_limit_numbas_dispatcher_serves_the_call() -> None:
+    """With ``limit=2``, a third argument type is not compiled by jitguard: Numba's own
+    dispatcher answers it (after one RecompileLimitWarning), and the entries stay two."""
+    ours = myjit(describe, limit=2)
+    ours(1)
+    ours(1.5)
+    with pytest.warns(jg.RecompileLimitWarning):
+        assert ours(2j) == 2j
+    assert ours(np.arange(3.0)).tolist() == [0.0, 1.0, 2.0]
+    cache = jg.cache_of(ours)
+    assert len(cache.entries()) == 2 and cache.stats().fallbacks == 2
+    assert isinstance(cache.fallback, numba.core.registry.CPUDispatcher)
+    assert len(cache.fallback.overloads) == 4  # compiled by Numba: the two past the limit too

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from _helpers import Hostile, registry_candidates
 from jitguard import (
+    AttrSource,
     CompileId,
     GuardBuilder,
     LocalSource,
@@ -170,3 +171,32 @@ def test_fact_declarations_are_not_inherited_and_names_are_global() -> None:
 
     with pytest.raises(GuardKindError, match="declares a dispatch fact 'test_mod3' unlike"):
         register_guard_kind(Clash())
+
+
+class Cfg:
+    def __init__(self, n: Any) -> None:
+        self.n = n
+
+
+def test_new_kind_fact_on_an_attribute_is_an_exact_key() -> None:
+    """The new kind on ``L['cfg'].n`` (with ``type(L['cfg'])`` pinned): the dispatcher reads
+    ``cfg.n`` for a Cfg only and keys on ``cfg.n % 3``; the key match proves both guards, so
+    no check runs on a hit, and a value of another type is never read."""
+    cfg = LocalSource("cfg")
+    entries = []
+    for seq, v in enumerate((4, 5, 6)):
+        check = compile_guards(
+            [cfg.make_guard(GuardBuilder.TYPE_MATCH), AttrSource(cfg, "n").make_guard(MOD3)],
+            f_locals={"cfg": Cfg(v)}, arg_names=("cfg",))
+        entries.append(CacheEntry(compile_id=CompileId(frame_id=0, frame_compile_id=seq),
+                                  artifact=lambda c, _s=seq: _s, check=check,
+                                  params=("cfg",), seq=seq))
+    ranked = sorted(entries, key=lambda e: e.rank)
+    disp = Dispatcher(Signature(lambda cfg: cfg), "f", lambda *v: "miss")
+    keycode = disp.keycode(compute_layout(ranked, choose_dims(ranked)))
+    snap = build_snapshot(ranked, keycode)
+    disp.install(keycode, snap.index)
+    assert keycode.layout.exact and "residual" not in disp.source
+    assert Dim(0, "cfg", "test_mod3", None, AttrSource(cfg, "n")) in snap.dims
+    assert [disp.function(Cfg(v)) for v in (7, 8, 9)] == [0, 1, 2]
+    assert disp.function(Cfg("s")) == "miss" and disp.function(Hostile()) == "miss"

@@ -20,7 +20,8 @@ PKG_DIR = Path(jitguard.__file__).resolve().parent
 SRC_DIR = PKG_DIR / "_src"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "_util", "stacks", "weak", "config", "integrations", "logs", "structured"),
+    ("errors", "_util", "stacks", "weak", "config", "integrations", "logs", "structured",
+     "_speedups"),
     ("ids",),
     ("guard_source",),
     ("guards", "guard_exprs"),
@@ -34,7 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("cache",),
     ("torch",),
 ]
-OPTIONAL = {"compiler", "store", "cache"}
+OPTIONAL = {"compiler", "store", "cache", "_speedups"}  # _speedups: the C extension, optional
 TORCH_PACKAGE = "torch"  # the one entry allowed to import torch
 PUBLIC_LEVEL = len(LAYERS)  # ``jitguard`` itself, and anything outside ``_src``
 

@@ -19,6 +19,13 @@ from jitguard._src.store.cli import main
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
+def specialize_(fn: Any, **options: Any) -> Any:
+    """``jitguard.specialize`` without the GLOBAL_STATE guard: in-process tests must not
+    depend on which integrations earlier tests loaded (torch's states are portable only with
+    the torch integration's codecs)."""
+    return jitguard.specialize(fn, global_state=False, **options)
+
+
 def scale(x: Any, k: Any) -> Any:
     return x * k
 
@@ -32,7 +39,7 @@ def cli(*argv: str) -> tuple[int, str]:
 @pytest.fixture
 def stored(store_dir: Path) -> str:
     """Two stored entries of ``scale``; the ref (KEY:ENTRY) of the one for (2, 3)."""
-    f = jitguard.specialize(scale, store=True)
+    f = specialize_(scale, store=True)
     f(2, 3)
     f("a", 2)
     first = jitguard.cache_of(f).store_events()[0]

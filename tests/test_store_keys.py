@@ -186,3 +186,31 @@ def test_version_matches_pyproject() -> None:
     match = re.search(r'^version = "([^"]+)"', text, re.M)
     assert match is not None and match.group(1) == JITGUARD_VERSION
     assert environment()["jitguard"] == JITGUARD_VERSION
+
+
+def test_closure_over_a_local_function_hashes_its_code() -> None:
+    """A closure cell holding a local helper is hashed by the helper's code: editing the
+    helper changes the identity of the function that calls it."""
+    src = (
+        "def make():\n"
+        "    def helper(x):\n"
+        "        return x + {k}\n"
+        "    def f(x):\n"
+        "        return helper(x)\n"
+        "    return f\n"
+    )
+    one = _fn(src.format(k=1), "make")()
+    again = _fn(src.format(k=1), "make")()
+    two = _fn(src.format(k=2), "make")()
+    assert function_identity(one) == function_identity(again)
+    assert function_identity(one) != function_identity(two)
+
+
+def test_recursive_local_function_terminates() -> None:
+    """A local function whose closure holds itself is hashed (depth-limited)."""
+    make = _fn(
+        "def make():\n"
+        "    def f(n):\n"
+        "        return 1 if n == 0 else f(n - 1)\n"
+        "    return f\n", "make")
+    assert function_identity(make()) == function_identity(make())

@@ -26,6 +26,13 @@ from jitguard._src.store.signing import MAC_BYTES
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
+
+def specialize_(fn: Any, **options: Any) -> Any:
+    """``jitguard.specialize`` without the GLOBAL_STATE guard: in-process tests must not
+    depend on which integrations earlier tests loaded (torch's states are portable only with
+    the torch integration's codecs)."""
+    return jitguard.specialize(fn, global_state=False, **options)
+
 MODULE = '''
 import os, time
 import jitguard
@@ -137,8 +144,10 @@ def test_entry_whose_global_guard_fails_is_never_used(project: Path) -> None:
     warm = run(project, [[2, 3]], CFG="2")
     assert warm["results"] == [[6, 2]]
     assert warm["compiles"] == 1
-    assert outcomes(warm) == ["loaded", "saved"]
+    assert outcomes(warm) == ["loaded", "guard failed", "saved"]
+    assert warm["events"][1]["reason"].startswith("G['CFG'] == 1 failed: got 2")
     assert any("G['CFG'] == 1" in r and "got 2" in r for r in warm["reasons"]), warm["reasons"]
+    assert "guard failed" in warm["explain"]
     other = run(project, [[2, 3]], CFG="one")
     assert other["compiles"] == 1
     assert any("G['CFG']" in r and "str" in r for r in other["reasons"]), other["reasons"]
@@ -282,7 +291,7 @@ def test_a_compiler_without_serialize_is_said_once(store_dir: Path) -> None:
         return request.fn
 
     with pytest.warns(StoreWarning, match=r"nothing of .*add.* is stored: its compiler"):
-        f = jitguard.specialize(add, compiler=compiler, store=True)
+        f = specialize_(add, compiler=compiler, store=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert f(1, 2) == 3 and f(1.0, 2) == 3.0
@@ -295,17 +304,17 @@ def test_environment_turns_the_store_on(store_dir: Path, monkeypatch: pytest.Mon
     """JITGUARD_STORE=1 stores every function; store=False opts out; a compiler without
     serialize is then a log line, not a warning."""
     monkeypatch.setenv("JITGUARD_STORE", "1")
-    f = jitguard.specialize(add)
+    f = specialize_(add)
     assert f(1, 2) == 3
     assert [e.outcome for e in jitguard.cache_of(f).store_events()] == ["saved"]
-    off = jitguard.specialize(add, store=False)
+    off = specialize_(add, store=False)
     assert off(1, 2) == 3 and jitguard.cache_of(off).store_key is None
     with caplog.at_level("INFO", logger="jitguard.store"), warnings.catch_warnings():
         warnings.simplefilter("error")
-        jitguard.specialize(add, compiler=lambda r: r.fn)
+        specialize_(add, compiler=lambda r: r.fn)
     assert "is stored: its compiler" in caplog.text
     # a fresh function object of the same code loads what f saved
-    again = jitguard.specialize(add)
+    again = specialize_(add)
     assert again(1, 2) == 3
     assert [e.outcome for e in jitguard.cache_of(again).store_events()] == ["loaded"]
 
@@ -314,7 +323,7 @@ def test_environment_directory(tmp_path: Path, store_dir: Path,
                                monkeypatch: pytest.MonkeyPatch) -> None:
     """JITGUARD_STORE=<directory> stores there."""
     monkeypatch.setenv("JITGUARD_STORE", str(tmp_path / "elsewhere"))
-    f = jitguard.specialize(add)
+    f = specialize_(add)
     assert f(1, 2) == 3
     assert len(Store(tmp_path / "elsewhere").rows()) == 1
 
@@ -322,7 +331,7 @@ def test_environment_directory(tmp_path: Path, store_dir: Path,
 def test_bad_store_argument() -> None:
     """store= takes None, a bool, a directory or a Store."""
     with pytest.raises(TypeError, match="store must be"):
-        jitguard.specialize(add, store=3)  # type: ignore[arg-type]
+        specialize_(add, store=3)  # type: ignore[arg-type]
 
 
 def test_non_portable_guard_is_not_stored(store_dir: Path) -> None:
@@ -334,7 +343,7 @@ def test_non_portable_guard_is_not_stored(store_dir: Path) -> None:
             request.add_guard(GlobalSource("OBJ"), GB.ID_MATCH)
             return super().__call__(request)
 
-    f = jitguard.specialize(add, compiler=IdCompiler(), store=store_dir)
+    f = specialize_(add, compiler=IdCompiler(), store=store_dir)
     assert f(1, 2) == 3
     (event,) = jitguard.cache_of(f).store_events()
     assert event.outcome == "not stored"
@@ -347,14 +356,14 @@ def test_stored_non_portable_guard_is_rejected_naming_it(store_dir: Path) -> Non
     rejected on load, and the reason names the guard; the call compiles."""
     store = Store(store_dir)
     compiler = Plain()
-    f = jitguard.specialize(add, compiler=compiler, store=store)
+    f = specialize_(add, compiler=compiler, store=store)
     cache = jitguard.cache_of(f)
     key = cache.store_key
     assert key is not None
     from jitguard._src.compiler.schema import export_guards
     from jitguard._src.store.keys import entry_id
 
-    probe = jitguard.specialize(
+    probe = specialize_(
         add, compiler=lambda r: (r.add_guard(GlobalSource("OBJ"), GB.ID_MATCH), r.fn)[1])
     probe(1, 2)
     doc = export_guards(jitguard.cache_of(probe).entries()[0].check)
@@ -376,9 +385,9 @@ def test_stale_when_the_code_changed(store_dir: Path) -> None:
     event says the code changed."""
     ns: dict[str, Any] = {"__name__": __name__}
     exec("def add(x, n):\n    return x + n + 0\n", ns)
-    old = jitguard.specialize(ns["add"], compiler=Plain(), store=store_dir)
+    old = specialize_(ns["add"], compiler=Plain(), store=store_dir)
     old(1, 2)
-    new = jitguard.specialize(add, compiler=Plain(), store=store_dir)
+    new = specialize_(add, compiler=Plain(), store=store_dir)
     assert new(1, 2) == 3
     events = jitguard.cache_of(new).store_events()
     assert [e.outcome for e in events] == ["stale", "saved"]
@@ -389,7 +398,7 @@ def test_stale_when_the_code_changed(store_dir: Path) -> None:
 def test_clear_reads_the_store_again(store_dir: Path) -> None:
     """cache.clear() forgets the entries in memory; the next miss loads them again."""
     compiler = Plain()
-    f = jitguard.specialize(add, compiler=compiler, store=store_dir)
+    f = specialize_(add, compiler=compiler, store=store_dir)
     f(1, 2)
     jitguard.cache_of(f).clear()
     assert f(1, 2) == 3
@@ -399,12 +408,12 @@ def test_clear_reads_the_store_again(store_dir: Path) -> None:
 
 def test_loaded_entries_respect_maxsize(store_dir: Path) -> None:
     """Loading more entries than maxsize keeps maxsize of them."""
-    f = jitguard.specialize(add, compiler=Plain(), store=store_dir, maxsize=None,
+    f = specialize_(add, compiler=Plain(), store=store_dir, maxsize=None,
                             recompile_limit=None)
     for i in range(5):
         f(i, 1)
     compiler = Plain()
-    g = jitguard.specialize(add, compiler=compiler, store=store_dir, maxsize=2)
+    g = specialize_(add, compiler=compiler, store=store_dir, maxsize=2)
     assert g(4, 1) == 5
     assert len(jitguard.cache_of(g).entries()) <= 2
     assert compiler.compiles == 0
@@ -423,7 +432,7 @@ def test_disk_full_is_a_warning_and_the_entry_stays_in_memory(store_dir: Path) -
             return bytes(1 << 20)
 
     compiler = Big()
-    f = jitguard.specialize(add, compiler=compiler, store=store)
+    f = specialize_(add, compiler=compiler, store=store)
     with pytest.warns(StoreWarning, match="database or disk is full.*in memory only"):
         assert f(1, 2) == 3
     assert f(1, 2) == 3 and compiler.compiles == 1
@@ -477,7 +486,7 @@ def test_redis_down_or_slow_is_a_warning(
     port = _closed_port() if server == "closed" else request.getfixturevalue("silent_server")
     store = Store(store_dir, redis_url=f"redis://127.0.0.1:{port}/0", redis_timeout=0.2)
     compiler = Plain()
-    f = jitguard.specialize(add, compiler=compiler, store=store)
+    f = specialize_(add, compiler=compiler, store=store)
     with pytest.warns(StoreWarning) as caught:
         assert f(1, 2) == 3
         assert f(1.5, 2) == 3.5
@@ -577,3 +586,71 @@ def test_four_processes_compiling_at_once_then_a_fifth_loads_all(
     out, err = start(0, 400, JITGUARD_CACHE_DIR=str(tmp_path / "other")).communicate(
         timeout=300)
     assert json.loads(out) == {"ok": True, "compiles": 0, "outcomes": ["loaded"]}, err
+
+
+def _save_doc(store: Store, f: Any, doc: dict[str, Any]) -> None:
+    """Save ``doc`` as an entry of the specialized ``f`` (signed with the store's key)."""
+    from jitguard._src.store.keys import entry_id
+
+    cache = jitguard.cache_of(f)
+    persist = cache._persist
+    assert persist is not None and cache.store_key is not None
+    store.save(StoredRecord(
+        key=cache.store_key, entry=entry_id(doc), name=persist.identity["name"],
+        env=persist._env, identity={}, guards=doc, dynamic=[], artifact=b"plain", created=0.0,
+    ))
+
+
+def test_loading_never_imports_a_module(store_dir: Path) -> None:
+    """A stored guard naming a module that is not loaded is rejected with that reason, and
+    the module is still not imported afterwards (loading only looks in sys.modules)."""
+    store = Store(store_dir)
+    compiler = Plain()
+    f = specialize_(add, compiler=compiler, store=store)
+    doc = {
+        "schema_version": 1, "kind": "jitguard.guard_set", "arg_names": ["x", "n"],
+        "guards": [{
+            "kind": "ID_MATCH", "code": "G['m'] is antigravity", "portable": True,
+            "sources": [{"type": "GlobalSource", "name": "G['m']",
+                         "fields": {"global_name": "m"}}],
+            "expect": {"$": "object", "module": "antigravity"},
+        }],
+    }
+    assert "antigravity" not in sys.modules
+    _save_doc(store, f, doc)
+    assert f(1, 2) == 3
+    assert "antigravity" not in sys.modules
+    (rejected,) = [e for e in jitguard.cache_of(f).store_events() if e.outcome == "rejected"]
+    assert "module antigravity is not loaded" in rejected.reason
+    assert compiler.compiles == 1
+
+
+def test_store_log_and_explain(store_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The jitguard.store log says what happened to each entry; explain's JSON has the
+    store's key, each loaded entry's origin and the events."""
+    f = specialize_(add, compiler=Plain(), store=store_dir)
+    with caplog.at_level("INFO", logger="jitguard.store"):
+        f(1, 2)
+    assert "saved" in caplog.text and "add" in caplog.text
+    g = specialize_(add, compiler=Plain(), store=store_dir)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="jitguard.store"):
+        g(1, 2)
+        g(5, 2)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(" loaded " in line and "[sqlite]: 2 guards" in line for line in lines), lines
+    data = jitguard.explain(g).as_dict()
+    assert data["store"]["key"] == jitguard.cache_of(g).store_key
+    loaded = [e for e in data["entries"] if e["stored"] is not None]
+    assert len(loaded) == 1 and loaded[0]["stored"]["tier"] == "sqlite"
+    assert any(line.startswith("loaded ") for line in data["store"]["events"])
+    assert not any(line.startswith("guard failed ") for line in data["store"]["events"])
+    assert jitguard.explain(specialize_(add, store=False)).as_dict()["store"] is None
+
+
+def test_store_is_a_log_name() -> None:
+    """``store`` is one of the JITGUARD_LOGS names."""
+    from jitguard._src import logs
+
+    assert "store" in logs.LOGS
+    assert logs.get_logger("store").name == "jitguard.store"

@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -115,3 +116,19 @@ def test_the_url_password_is_not_shown() -> None:
     with pytest.raises(TierError) as e:
         tier.get("k")
     assert "secret" not in str(e.value)
+
+
+def test_missing_redis_skips_or_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests' Redis check skips when no server answers, and fails instead under
+    JITGUARD_REQUIRE_REDIS=1 (what .ci/run sets)."""
+    from _helpers import redis_or_skip
+
+    monkeypatch.setenv("JITGUARD_TEST_REDIS_URL", f"redis://127.0.0.1:{_closed_port()}/0")
+    monkeypatch.delenv("JITGUARD_REQUIRE_REDIS", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no Redis at"):
+        redis_or_skip()
+    monkeypatch.setenv("JITGUARD_REQUIRE_REDIS", "1")
+    with pytest.raises(pytest.fail.Exception, match="JITGUARD_REQUIRE_REDIS=1 but no Redis"):
+        redis_or_skip()
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    assert "export JITGUARD_REQUIRE_REDIS=1" in ci

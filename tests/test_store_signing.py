@@ -24,6 +24,7 @@ def test_key_file_is_made_with_mode_0600(tmp_path: Path) -> None:
     path = tmp_path / "d" / "key"
     assert len(key) == KEY_BYTES
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o700  # a directory it made
     assert load_key(tmp_path / "d") == key
     assert load_key(tmp_path / "other") != key
     assert [p.name for p in (tmp_path / "d").iterdir()] == ["key"]  # no temporary left

@@ -10,6 +10,7 @@ from ._src.cache.entry import CacheEntry as CacheEntry
 from ._src.cache.entry import register_specificity as register_specificity
 from ._src.cache.explain import Explanation as Explanation
 from ._src.cache.explain import explain as explain
+from ._src.cache.fast import speedups_enabled as speedups_enabled
 from ._src.cache.observe import CompileInfo as CompileInfo
 from ._src.cache.persist import StoreEvent as StoreEvent
 from ._src.cache.policy import ArgContext as ArgContext
@@ -269,5 +270,6 @@ __all__ = [
     "set_logs",
     "set_trace",
     "specialize",
+    "speedups_enabled",
     "tracing",
 ]

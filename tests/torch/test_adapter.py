@@ -210,3 +210,59 @@ def test_builtins_dict_is_the_module_builtins() -> None:
 
     assert adapter.builtins_dict(_f.__globals__) is vars(builtins)
     assert adapter.builtins_dict({"__builtins__": vars(builtins)}) is vars(builtins)
+
+
+def _sized(x: Any) -> Any:
+    return x.sum(0) * x.shape[0] + x.stride(0) + x.storage_offset()
+
+
+def test_program_reads_sizes_without_dynamo_helpers() -> None:
+    """A dynamic capture's bytecode reads sizes, strides and offsets through
+    torch._dynamo.utils (under its import alias); jitguard's program reads that module by a
+    name of its own whose three helpers are direct, with the same results, and it has no
+    profiler bracket (record_runtime_overhead is off while capturing)."""
+    import torch._dynamo.utils as dynamo_utils
+
+    for helper in ("call_size", "call_stride", "call_storage_offset"):
+        assert callable(getattr(dynamo_utils, helper))
+    x = torch.ones(5, 3)[1:]
+    cap = adapter.capture(_sized, (x,), {}, adapter.resolve_backend("eager"),
+                          lambda es: [False] * len(es), dynamic=True)
+    names = cap.fn.__code__.co_names
+    assert adapter.UTILS_ALIAS not in names and adapter.FAST_UTILS_NAME in names
+    assert globals()[adapter.UTILS_ALIAS] is dynamo_utils  # Dynamo's own name, left as it was
+    assert "record_pregraph_bytecode_enter" not in names
+    for y in (torch.ones(9, 3)[1:], torch.ones(3, 3)[1:]):  # what its guards accept
+        torch.testing.assert_close(cap.fn(y), _sized(y))
+    fast = globals()[adapter.FAST_UTILS_NAME]
+    assert fast.call_size(x, 1) == dynamo_utils.call_size(x, 1) == 3
+    assert fast.call_stride(x, 0) == dynamo_utils.call_stride(x, 0) == 3
+    assert fast.call_storage_offset(x) == dynamo_utils.call_storage_offset(x) == 3
+    assert fast.dict_getitem is dynamo_utils.dict_getitem  # the rest is the module's
+
+
+def test_record_runtime_overhead_knob_exists() -> None:
+    """torch._dynamo.config.record_runtime_overhead (turned off while capturing) exists."""
+    import torch._dynamo.config as dynamo_config
+
+    assert isinstance(dynamo_config.record_runtime_overhead, bool)
+
+
+def test_constant_fold_table_is_asked_about_autocast_readers() -> None:
+    """Dynamo asks torch._dynamo.variables.torch.constant_fold_functions (a dict) whether it
+    may fold a torch function: replaced while capturing, the table sees
+    torch.get_autocast_dtype, and a capture that reads no autocast state says so."""
+    import torch._dynamo.variables.torch as dynamo_torch_vars
+
+    assert torch.get_autocast_dtype in dynamo_torch_vars.constant_fold_functions
+
+    def reads(x: Any) -> Any:
+        return x.to(torch.get_autocast_dtype("cpu"))
+
+    def plain(x: Any) -> Any:
+        return x + 1
+
+    keep = adapter.resolve_backend("eager")
+    assert adapter.capture(reads, (torch.ones(2),), {}, keep, lambda es: [False] * len(es)).reads_autocast
+    assert not adapter.capture(plain, (torch.ones(2),), {}, keep, lambda es: [False] * len(es)).reads_autocast
+    assert type(dynamo_torch_vars.constant_fold_functions) is dict  # put back

@@ -422,8 +422,9 @@ def f_method(v: Any, o: Any) -> Any:
 
 def test_class_attributes_through_the_class_namespace() -> None:
     """A class attribute read through an instance is guarded in the class namespace
-    (TypeDictSource): changed after compiling, it misses. (Dynamo does not guard the
-    method it inlined: replacing ``K.m`` is not seen by its guards, nor so by these.)"""
+    (TypeDictSource): changed after compiling, it misses. Dynamo does not guard the
+    method it inlined: replacing ``K.m`` is not seen by its guards, but jitguard's own
+    CLASS_ATTRS_MATCH sees it ([Note: Attributes resolved through the class])."""
     c = capture(f_method, t(3), K())
     assert any(g.name.startswith("dict(type(L['o']).__dict__)") for g in c.conversion.guards)
     old_scale, old_m = K.scale, K.m
@@ -432,7 +433,8 @@ def test_class_attributes_through_the_class_namespace() -> None:
         assert not c.agree(t(3), K())
         K.scale = old_scale
         K.m = lambda self, v: v  # type: ignore[method-assign]
-        assert c.agree(t(3), K())
+        assert c.torch_ok(t(3), K()) and not c.jitguard_ok(t(3), K())
+        assert any("the lookup of 'm' changed" in r for r in c.reasons(t(3), K()))
     finally:
         K.scale, K.m = old_scale, old_m  # type: ignore[method-assign]
     assert c.agree(t(3), K())

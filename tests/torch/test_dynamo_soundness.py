@@ -109,8 +109,6 @@ class TestContainers:
         same(cf(collections.OrderedDict(w=full(2)), X), full(2))
         same(cf(collections.OrderedDict(w=full(4)), X), full(4))
 
-    @pytest.mark.xfail(strict=True, reason="an OrderedDict whose order changed is accepted by Dynamo's guards (and jitguard's conversion of them): stale result")
-
     def test_ordereddict_order_changed(self) -> None:
         """The same OrderedDict keys in another order change a concatenation."""
 
@@ -415,8 +413,6 @@ class TestClassLevel:
         M.forward = lambda self, x: x * 10  # type: ignore[method-assign]
         same(cf(X), X * 10)
 
-    @pytest.mark.xfail(strict=True, reason="a class attribute replaced after compiling (M.helper = g) is not guarded by Dynamo's guards as converted")
-
     def test_module_helper_replaced(self) -> None:
         """``M.helper = g`` where forward calls ``self.helper``."""
 
@@ -473,8 +469,6 @@ class TestClassLevel:
         C.k = 7
         same(cf(o, X), X * 7)
 
-    @pytest.mark.xfail(strict=True, reason="a classmethod replaced after compiling is not guarded by Dynamo's guards as converted")
-
     def test_classmethod_replaced(self) -> None:
         """A classmethod replaced on the class."""
 
@@ -519,8 +513,6 @@ class TestClassLevel:
         same(cf(o, X), X + 1)
         o.__class__ = B
         same(cf(o, X), X * 6)
-
-    @pytest.mark.xfail(strict=True, reason="a subclass attribute shadowing the base after compiling is not guarded by Dynamo's guards as converted")
 
     def test_subclass_shadows_base(self) -> None:
         """A subclass gains an attribute that shadows the base's."""
@@ -567,6 +559,112 @@ class TestClassLevel:
         same(cf(X), X + 1)
         Base.act = lambda self, x: x * 2  # type: ignore[method-assign]
         same(cf(X), X * 2)
+
+    def test_submodule_class_method_replaced(self) -> None:
+        """A method of a submodule's class (read as ``self.child.scale``) replaced."""
+
+        class Child(torch.nn.Module):
+            def scale(self, x: Any) -> Any:
+                return x * 2
+
+        class M(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.child = Child()
+
+            def forward(self, x: Any) -> Any:
+                return self.child.scale(x)
+
+        m = M()
+        cf = jgt.compile(m)
+        same(cf(X), X * 2)
+        Child.scale = lambda self, x: x - 4  # type: ignore[method-assign]
+        same(cf(X), X - 4)
+
+    def test_method_of_repeated_layer_class_replaced(self) -> None:
+        """A method of a class used by several layers (checked once for all of them)
+        replaced, then a layer swapped for a subclass that overrides it."""
+
+        class Layer(torch.nn.Module):
+            def scale(self, x: Any) -> Any:
+                return x * 2
+
+            def forward(self, x: Any) -> Any:
+                return self.scale(x)
+
+        class Other(Layer):
+            def scale(self, x: Any) -> Any:
+                return x + 100
+
+        class M(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.layers = torch.nn.ModuleList(Layer() for _ in range(3))
+
+            def forward(self, x: Any) -> Any:
+                for layer in self.layers:
+                    x = layer(x)
+                return x
+
+        m = M()
+        cf = jgt.compile(m)
+        same(cf(X), m(X))
+        Layer.scale = lambda self, x: x - 1  # type: ignore[method-assign]
+        same(cf(X), m(X))
+        m.layers[2] = Other()
+        same(cf(X), m(X))
+
+    def test_middle_class_shadows_method(self) -> None:
+        """A class between an argument's type and the base that defines a method gains its
+        own version of it."""
+
+        class Base:
+            def f(self, x: Any) -> Any:
+                return x + 1
+
+        class Mid(Base):
+            pass
+
+        class Leaf(Mid):
+            pass
+
+        o = Leaf()
+        cf = jgt.compile(lambda o, x: o.f(x))
+        same(cf(o, X), X + 1)
+        Mid.f = lambda self, x: x * 7  # type: ignore[attr-defined]
+        same(cf(o, X), X * 7)
+
+    def test_nested_object_classmethod_replaced(self) -> None:
+        """A classmethod of an object held in an attribute of an argument replaced."""
+
+        class Inner:
+            @classmethod
+            def k(cls) -> int:
+                return 3
+
+        class Outer:
+            def __init__(self) -> None:
+                self.inner = Inner()
+
+        o = Outer()
+        cf = jgt.compile(lambda o, x: x * o.inner.k())
+        same(cf(o, X), X * 3)
+        Inner.k = classmethod(lambda cls: 11)  # type: ignore[assignment,method-assign]
+        same(cf(o, X), X * 11)
+
+    def test_unchanged_classes_keep_hitting(self) -> None:
+        """Calls with nothing changed on the classes stay hits (one compile)."""
+
+        class C:
+            k = 2
+
+            def f(self, x: Any) -> Any:
+                return x * self.k
+
+        cf = jgt.compile(lambda o, x: o.f(x))
+        for _ in range(3):
+            same(cf(C(), X), X * 2)
+        assert stats(cf).compiles == 1 and stats(cf).hits == 2
 
 
 # ==== class 5: closure contents ================================================================
@@ -740,6 +838,10 @@ def _uses_abs(x: Any, n: int) -> Any:
     return x * abs(n)
 
 
+def _uses_len_and_max(x: Any, xs: list[int]) -> Any:
+    return x * len(xs) + max(xs)
+
+
 def _uses_max(x: Any, a: int, b: int) -> Any:
     return x * max(a, b)
 
@@ -789,14 +891,26 @@ class TestGlobals:
             lambda: monkeypatch.setitem(globals(), "_helper", lambda x: x - 10),
         )
 
-    @pytest.mark.xfail(strict=True, reason='a module global that shadows a builtin after compiling: Dynamo guards the builtins dict only')
-
     def test_builtin_shadowed_by_global(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A module global named ``abs`` appears and shadows the builtin."""
         warm_mutate_compare(
             _uses_abs, lambda: (X, -3),
             lambda: monkeypatch.setitem(globals(), "abs", lambda v: 100),
         )
+
+    def test_builtin_shadowed_then_removed(self) -> None:
+        """Globals ``len`` and then ``max`` appear (shadowing the builtins) and go away:
+        each call equals eager."""
+        args = (X, [1, 5, 2])
+        cf = warm_mutate_compare(_uses_len_and_max, lambda: args,
+                                 lambda: globals().__setitem__("len", lambda v: 10))
+        try:
+            globals()["max"] = lambda v: -1
+            same(cf(*args), _uses_len_and_max(*args))
+        finally:
+            globals().pop("len", None)
+            globals().pop("max", None)
+        same(cf(*args), _uses_len_and_max(*args))
 
     def test_builtins_abs_patched(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """``builtins.abs`` patched (differently only for the int the function passes)."""

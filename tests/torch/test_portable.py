@@ -113,7 +113,7 @@ def test_global_state_round_trip(restore_grad_mode: None) -> None:
     """GLOBAL_STATE over torch's states is written as names and values; the rebuilt check
     misses when a state changes, naming it as the original does."""
     original, rebuilt, doc = round_trip([jg.GlobalStateSource().make_guard(GB.GLOBAL_STATE)], {})
-    names = [n for n, _ in doc["guards"][0]["expect"]["value"]]
+    names = [state.name for state, _ in rebuilt.leaves[0].params.values]
     assert "grad_enabled" in names and "autocast_cpu_dtype" in names
     assert same_verdicts(original, rebuilt, ()) == [True]
     torch.set_grad_enabled(False)
@@ -136,15 +136,39 @@ def test_global_state_read_under_other_values_uses_no_group(restore_grad_mode: N
     assert rebuilt()
 
 
-def test_global_state_missing_a_guarded_state_is_refused() -> None:
-    """A document that does not name a state guarded in this process is refused, naming it."""
+def _doc_field(doc_value: Any, key: str) -> Any:
+    """An item of a ``{"$": "dict"}`` value of a guard-set document."""
+    return next(v for k, v in doc_value["items"] if k == key)
+
+
+def test_global_state_of_a_state_unknown_to_the_writer_is_refused() -> None:
+    """A document written where a state guarded here was not registered is refused, naming
+    it: the stored entry may depend on it."""
     check = jg.compile_guards([jg.GlobalStateSource().make_guard(GB.GLOBAL_STATE)], f_locals={},
                               arg_names=[])
     doc = jg.export_guards(check)
-    doc["guards"][0]["expect"]["value"] = [
-        pair for pair in doc["guards"][0]["expect"]["value"] if pair[0] != "grad_enabled"]
-    with pytest.raises(jg.GuardSchemaError, match=r"does not cover the state\(s\) \['grad_enabled'\]"):
+    known = _doc_field(doc["guards"][0]["expect"]["value"], "known")
+    known.remove("grad_enabled")
+    with pytest.raises(jg.GuardSchemaError,
+                       match=r"the state\(s\) \['grad_enabled'\] guarded in this process did not exist"):
         jg.import_guards(doc)
+
+
+def test_global_state_over_chosen_states_round_trip() -> None:
+    """GLOBAL_STATE with ``states=`` (what jitguard.torch.compile makes: the autocast dtypes
+    only while enabled) comes back over exactly those states."""
+    names = ["grad_enabled", "default_dtype"]
+    guard = jg.GlobalStateSource().make_guard(functools.partial(GB.GLOBAL_STATE, states=names))
+    original, rebuilt, _ = round_trip([guard], {})
+    assert [s.name for s, _ in rebuilt.leaves[0].params.values] == names
+    assert same_verdicts(original, rebuilt, ()) == [True]
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert same_verdicts(original, rebuilt, ()) == [False]
+        with torch.no_grad():
+            assert not rebuilt()
+    finally:
+        torch.set_default_dtype(torch.float32)
 
 
 def test_identity_of_builtins_and_code_re_binds_by_name() -> None:

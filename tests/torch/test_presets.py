@@ -36,3 +36,22 @@ def test_triton_preset_on_tensors() -> None:
                    "L['x'].device == device(type='cpu')", "data_ptr(L['x']) % 16 == 0",
                    "int_class(L['n']) == ('i32', 16)"]) in [
         sorted(e.code) for e in cache.entries()]
+
+
+def test_array_match_on_a_tensor_through_dlpack() -> None:
+    """ARRAY_MATCH takes a CPU tensor through DLPack: dtype, ndim and layout as numpy sees
+    them; a tensor that cannot be exported (requires grad) fails, saying why."""
+    from jitguard import GuardBuilder, LocalSource, compile_guards
+
+    check = compile_guards([LocalSource("x").make_guard(GuardBuilder.ARRAY_MATCH)],
+                           f_locals={"x": torch.zeros(2, 3)}, arg_names=("x",))
+    assert check.leaves[0].code() == (
+        "check_array(L['x'], Tensor, float32, ndim=2, layout='C', writeable=True)")
+    assert check.fn(torch.ones(4, 4)) is True
+    for other in (torch.ones(4, 4).t(), torch.ones(4, 4, dtype=torch.float64)):
+        assert check.fn(other) is False and check.reference(other) is False
+    grad = torch.ones(4, 4, requires_grad=True)
+    assert check.fn(grad) is False
+    assert [f.reason for f in check.explain(grad)] == [
+        "check_array(L['x'], Tensor, float32, ndim=2, layout='C', writeable=True) failed: "
+        "BufferError: Can't export tensors that require gradient, use tensor.detach()"]

@@ -459,7 +459,7 @@ def test_specialize_entry_uses_the_group() -> None:
     assert "GLOBAL_STATE changed: num_threads" in cache_of(sf).reasons()[0]
 
 
-# ---- relaxed dtypes ([Note: Autocast dtypes a trace did not read]) ------------------------
+# ---- relaxed dtypes ([Note: Autocast dtypes a capture did not read]) ----------------------
 
 
 def relaxed_check(*devices: str) -> Any:

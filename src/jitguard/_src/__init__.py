@@ -2,7 +2,7 @@
 
 # [Note: Layering]
 # Modules import one way, lowest first:
-#   errors, _util, stacks, weak, config, integrations, logs, structured  <-  ids
+#   errors, _util, stacks, weak, config, integrations, logs, structured, _speedups  <-  ids
 #   <-  guard_source  <-  guards, guard_exprs  <-  root_sources  <-  sources, more_sources
 #   <-  global_state  <-  checkpoints  <-  contexts  <-  compiler  <-  store  <-  cache
 #   <-  torch
@@ -17,6 +17,7 @@
 # built in ``cache`` ([Note: Compile events]), and the torch integration plugs both into
 # torch's logging ([Note: jitguard in torch's logging]). ``torch`` is the only package
 # that imports torch. ``store`` (the persistent store) knows guard-set documents and
-# bytes, never a cache entry; ``cache.persist`` joins the two. tests/test_layering.py
-# enforces this.
+# bytes, never a cache entry; ``cache.persist`` joins the two. ``_speedups`` is the
+# optional C extension (imports nothing of jitguard; ``cache.fast`` loads it).
+# tests/test_layering.py enforces this.
 """

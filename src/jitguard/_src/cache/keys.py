@@ -1,7 +1,10 @@
 """The layout of index keys and the code generated for it: the dispatcher (the specialized
 function itself) and the careful key function.
 
-May import: _util, guards, compiler.codecache, compiler.kinds, cache.signature, cache.entry.
+May import: compiler.codecache, cache.signature, cache.entry, cache.layout, cache.fast.
+
+The layouts and the key expressions themselves are made in ``cache.layout``; the optional C
+hot path in ``cache.fast`` ([Note: The C hot path]).
 
 # [Note: Key layout]
 # Keys are laid out per snapshot (``Layout``) to keep the hit path short:
@@ -48,14 +51,13 @@ from __future__ import annotations
 import collections
 import itertools
 import weakref
-from collections.abc import Callable, Hashable, Sequence
-from typing import Any, NamedTuple, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
-from .._util import SCALAR_TYPES
 from ..compiler.codecache import compile_generated, forget, generated_filename
-from ..compiler.kinds import DispatchFact, dispatch_fact
-from ..guards import ChainedSource, Source
-from .entry import MISS_SLOT, CacheEntry, Dim, Slot
+from . import fast
+from .entry import MISS_SLOT, CacheEntry, Slot
+from .layout import Layout, compute_layout, key_code, reads_code, typed_of
 from .signature import Signature
 
 __all__ = [
@@ -86,73 +88,7 @@ def empty_index() -> dict[Any, Any]:
     """An index in which every call misses."""
     return {LINEAR: MISS_SLOT, FOLLOWERS: {LINEAR: ()}}
 
-_SCALAR_TYPE_IDS = frozenset(id(t) for t in SCALAR_TYPES)
 KEEP_GENERATIONS = 4  # dispatcher generations whose source stays in linecache
-
-
-def _typed(dim: Dim) -> Optional[str]:
-    """How an inline dim's first key part is the value's type ("type", "id"), or None."""
-    spec = dim.spec
-    return spec.typed if spec is not None else None
-
-
-class Layout(NamedTuple):
-    """How keys are laid out for one snapshot: the dims, for each dim the type all keyed
-    entries share (hoisted out of the key into a precondition: ``("is", T)`` or
-    ``("id", id(T))``) or None, and whether every first candidate is exact and no entry is
-    linear (the dispatcher then reads no residual). See [Note: Key layout]."""
-
-    dims: tuple[Dim, ...]
-    hoisted: tuple[Optional[tuple[str, Any]], ...]
-    exact: bool
-    # Per dim, the ids of the types the keyed entries expect (a frozenset): the gate of a
-    # "type_len" part ([Note: Key layout]); None in a layout made without them.
-    types: Optional[tuple[frozenset[int], ...]] = None
-    # The sources below derived dims (a parameter, the links between), bases first, each
-    # with the ids of the exact types the keyed entries pin there: the gate of a read.
-    bases: tuple[tuple[Source, frozenset[int]], ...] = ()
-
-
-def _bases(dims: tuple[Dim, ...]) -> list[Source]:
-    """The sources a derived dim's read goes through, each base before what it reads."""
-    out: dict[Source, None] = {}
-    for dim in dims:
-        if dim.source is not None:
-            for below in reversed(dim.source.chain()[1:]):
-                out.setdefault(below)
-    return list(out)
-
-
-def compute_layout(entries: Sequence[CacheEntry], dims: tuple[Dim, ...]) -> Layout:
-    """The layout of ``entries`` (rank order) under ``dims``."""
-    if not dims:
-        return Layout((), (), False)
-    keyed: list[CacheEntry] = []
-    heads: dict[Hashable, CacheEntry] = {}
-    linear = False
-    for entry in entries:
-        key = entry.key(dims)
-        if key is None:
-            linear = True
-            continue
-        keyed.append(entry)
-        heads.setdefault(key, entry)
-    hoisted: list[Optional[tuple[str, Any]]] = []
-    types: list[frozenset[int]] = []
-    for dim in dims:
-        typed = _typed(dim)
-        firsts = {e.facts[dim][0] for e in keyed} if typed else set()
-        # A fact typed "type" holds the type itself (a builtin scalar type), "id" its id.
-        types.append(frozenset(id(f) if typed == "type" else f for f in firsts))
-        if len(firsts) != 1:
-            hoisted.append(None)
-            continue
-        (first,) = firsts
-        hoisted.append(("is", first) if typed == "type" else ("id", first))
-    exact = not linear and all(e.exact_under(dims) for e in heads.values())
-    bases = tuple((b, frozenset(e.pins[b] for e in keyed if b in e.pins))
-                  for b in _bases(dims))
-    return Layout(dims, tuple(hoisted), exact, tuple(types), bases)
 
 
 class KeyCode:
@@ -207,8 +143,8 @@ class KeyCode:
             if hoisted is not None:
                 if comps[0] is not hoisted[1] and comps[0] != hoisted[1]:
                     return False
-            elif _typed(dim) and layout.types is not None:
-                first = id(comps[0]) if _typed(dim) == "type" else comps[0]
+            elif typed_of(dim) and layout.types is not None:
+                first = id(comps[0]) if typed_of(dim) == "type" else comps[0]
                 if first not in layout.types[k]:
                     return False
         return True
@@ -266,133 +202,11 @@ class KeyCode:
                 if comps[0] is not hoisted[1] and comps[0] != hoisted[1]:
                     return NOKEY
                 parts.extend(comps[1:])
-            elif _typed(dim) == "type":
+            elif typed_of(dim) == "type":
                 parts.extend((id(comps[0]), *comps[1:]))
             else:
                 parts.extend(comps)
         return parts[0] if len(parts) == 1 else tuple(parts)
-
-
-def _reads(
-    layout: Layout, p: str, g: int, ns: dict[str, Any]
-) -> tuple[list[tuple[str, str]], dict[Source, str]]:
-    """The gated reads of a layout's derived sources, as (statement, comment) in order, and
-    the variable that holds each source's value ([Note: Key layout])."""
-    names: dict[Source, str] = {}
-    gates = dict(layout.bases)
-    lines: list[tuple[str, str]] = []
-    counter = itertools.count()
-
-    def bind(obj: Any, hint: str) -> str:
-        name = f"{p}c{g}_{next(counter)}"
-        ns[name] = obj
-        return name
-
-    def var(source: Source) -> str:
-        found = names.get(source)
-        if found is not None:
-            return found
-        assert isinstance(source, ChainedSource)  # roots (the parameters) are named below
-        base = var(source.base)
-        gate = bind(gates[source.base], "gate")
-        name = names[source] = f"{p}r{g}_{len(names)}"
-        expr = source.emit(base, bind)
-        lines.append((f"{name} = {expr} if {p}id({p}type({base})) in {gate} else {p}NOKEY",
-                      f"{source.name()}, for the types pinned below it"))
-        return name
-
-    for dim in layout.dims:
-        if dim.source is not None:
-            names.setdefault(dim.source.chain()[-1], dim.param)
-            var(dim.source)
-    return lines, names
-
-
-def _fact_expr(spec: DispatchFact, v: str, p: str, tag: str, ns: dict[str, Any]) -> str:
-    """A declared fact's key expression over ``v``, its ``consts`` bound in ``ns`` (named
-    per dim and fact: two facts may use one name)."""
-    consts: dict[str, str] = {}
-    for cname, obj in spec.consts:
-        consts[cname] = f"{p}c{tag}_{cname}"
-        ns[consts[cname]] = obj
-    assert spec.expr is not None
-    return spec.expr.format(**consts, v=v, type=f"{p}type", id=f"{p}id", len=f"{p}len",
-                            tuple=f"{p}tuple", dict=f"{p}dict")
-
-
-def _union_expr(dim: Dim, v: str, p: str, g: int, k: int, ns: dict[str, Any]) -> str:
-    """The key part of a union dim: for the call's type, ``(id(type), *its fact)`` (the id
-    alone for a fact that is the type), or ``NOKEY`` for a type with no fact chosen
-    ([Note: Union dims])."""
-    assert dim.union is not None
-    by_fact: dict[str, set[int]] = {}
-    for tid, fact in dim.union:
-        by_fact.setdefault(fact, set()).add(tid)
-    u = f"{p}u{g}_{k}"
-    branches: list[str] = []
-    for j, (fact, tids) in enumerate(sorted(by_fact.items())):
-        spec = dispatch_fact(fact)
-        assert spec is not None and spec.typed
-        gate = f"{p}U{g}_{k}_{j}"
-        ns[gate] = frozenset(tids)
-        rest = [_fact_expr(spec, v, p, f"{g}_{k}_{j}", ns)] if spec.expr is not None else []
-        part = "(" + ", ".join([u, *rest]) + ",)" if rest else u  # a type alone: its id
-        test = f"({u} := {p}id({p}type({v}))) in {gate}" if j == 0 else f"{u} in {gate}"
-        branches.append(f"{part} if {test} else ")
-    return "(" + "".join(branches) + f"{p}NOKEY)"
-
-
-def _key_code(
-    layout: Layout, p: str, g: int, ns: dict[str, Any], names: dict[Source, str]
-) -> tuple[list[str], list[str], str]:
-    """(precondition expressions, key part expressions, key expression) of a layout; binds
-    what they need in ``ns``. A derived dim's value is the variable of its read
-    (``names``)."""
-    pre: list[str] = []
-    parts: list[str] = []
-    t, i = f"{p}type", f"{p}id"
-    for k, (dim, hoisted) in enumerate(zip(layout.dims, layout.hoisted, strict=True)):
-        v = dim.param
-        if dim.source is not None:
-            v = names[dim.source]
-            pre.append(f"{v} is not {p}NOKEY")
-        spec = dim.spec
-        # A part that would run code of the value's type has a precondition on the type's
-        # id (the fact's ``gate``): the ``hash`` of a "value" part only for builtin
-        # scalars, the ``len`` of a "type_len" part only for the types the keyed entries
-        # have. A guard runs that code only after its type test, and so must the
-        # dispatcher: never a user type's ``__hash__``/``__len__`` (no keyed entry can hold
-        # for another type anyway).
-        if hoisted is not None:
-            name = f"{p}T{g}_{k}"
-            ns[name] = hoisted[1]
-            pre.append(f"{t}({v}) is {name}" if hoisted[0] == "is" else f"{i}({t}({v})) == {name}")
-        elif spec is not None and spec.typed:
-            parts.append(f"{i}({t}({v}))")
-            gate: Optional[frozenset[int]] = None
-            if spec.gate == "scalar":
-                gate = _SCALAR_TYPE_IDS
-            elif spec.gate == "types" and layout.types is not None:
-                gate = layout.types[k]
-            if gate is not None:
-                tname = f"{p}TS{g}_{k}"
-                ns[tname] = gate
-                pre.append(f"{i}({t}({v})) in {tname}")
-        if dim.union is not None:
-            parts.append(_union_expr(dim, v, p, g, k, ns))
-            continue
-        if dim.kind is not None:
-            fname = f"{p}fact{g}_{k}"
-            kind, fact = dim.kind, dim.fact
-            ns[fname] = lambda value, _k=kind, _f=fact: _k.fact_of(_f, value)
-            parts.append(f"{fname}({v})")
-        elif spec is not None and spec.expr is not None:
-            parts.append(_fact_expr(spec, v, p, f"{g}_{k}", ns))
-    if len(parts) == 1:
-        key = parts[0]
-    else:
-        key = "(" + ", ".join(parts) + ")"
-    return pre, parts, key
 
 
 class Dispatcher:
@@ -401,7 +215,9 @@ class Dispatcher:
     ``keycode(layout)`` returns the generated code for a layout (compiling a new
     generation when it changes); ``install(keycode, index)`` publishes a snapshot's index,
     swapping the function's ``__code__`` when its generation is not the installed one.
-    ``source`` is the dispatcher's current source text.
+    ``source`` is the dispatcher's current source text. ``public`` is what ``specialize``
+    returns: the C ``Dispatch`` object in front of ``function`` when the C hot path is on
+    (``fast``; [Note: The C hot path]), else ``function`` itself.
     """
 
     def __init__(self, sig: Signature, name: str, miss: Callable[..., Any], *,
@@ -430,6 +246,11 @@ class Dispatcher:
         self.function: Callable[..., Any] = self.ns[f"{p}fn{first.generation}"]
         self.function.__code__ = first.code
         self._current = first
+        # ---- the C hot path ([Note: The C hot path]): a separate hook, see install ----
+        self.tick = tick
+        self.fast: Optional[Any] = fast.wrap(self.function, sig, miss)
+        self.public: Callable[..., Any] = self.fast if self.fast is not None else self.function
+        self._install_fast(first, self.ns[first.index_name])
 
     def keycode(self, layout: Layout) -> KeyCode:
         current = self._current
@@ -440,8 +261,8 @@ class Dispatcher:
     def _generate(self, layout: Layout) -> KeyCode:
         sig, p = self.sig, self.sig.prefix
         g = next(self._generations)
-        reads, names = _reads(layout, p, g, self.ns)
-        pre, parts, key = _key_code(layout, p, g, self.ns, names)
+        reads, names = reads_code(layout, p, g, self.ns)
+        pre, parts, key = key_code(layout, p, g, self.ns, names)
         nested = layout.exact and len(parts) > 1
         index = f"{p}index{g}"
         s, r, k, values = f"{p}s", f"{p}r", f"{p}k", sig.values
@@ -577,6 +398,18 @@ class Dispatcher:
             self._current = keycode
             if old is not None and old.index_name != keycode.index_name:
                 self.ns[old.index_name] = empty_index()
+        self._install_fast(keycode, index)
+
+    def _install_fast(self, keycode: KeyCode, index: dict[Any, Any]) -> None:
+        """The C hot path's side of ``install``: the same layout and index dict."""
+        if self.fast is not None:
+            fast.install(self.fast, fast.state_for(keycode.layout, keycode.nested, index,
+                                                   LINEAR, FOLLOWERS, self.tick))
+
+    @property
+    def c_path(self) -> bool:
+        """Whether calls go through the C hot path first ([Note: The C hot path])."""
+        return self.fast is not None
 
     @property
     def source(self) -> str:

@@ -31,7 +31,10 @@ May import: errors, guards, compiler.*, store.*, cache.entry.
 #      version of the function or environment exist ([Note: Store keys]). A loaded entry
 #      that rejects a call is explained like any entry ([Note: Recompile reasons]).
 #   5. ``FunctionCache.store_events()``, ``explain`` and the ``jitguard.store`` log say, per
-#      stored entry: loaded, rejected (why), stale (why), saved, not stored (why).
+#      stored entry: loaded, rejected (why), stale (why), saved, not stored (why); and when
+#      the call that loaded entries is accepted by none of them, "guard failed" per loaded
+#      entry (the first 8), naming the guard that rejected the call (such an entry stays:
+#      it may serve other calls; the recompile's reasons name the guard as well).
 #   6. No fault of the store reaches the caller ([Note: Store faults]).
 """
 
@@ -64,11 +67,13 @@ from .entry import CacheEntry
 __all__ = ["Loaded", "Persistence", "StoreEvent", "load_stored", "open_persistence"]
 
 _EVENTS = 256
+_EXPLAINED = 8  # loaded entries whose rejection of the loading call is explained
 
 
 class StoreEvent(NamedTuple):
     """What happened to one stored entry: ``outcome`` is "loaded", "rejected", "stale",
-    "saved" or "not stored"; ``entry`` its id in the store (``KEY:ENTRY``), ``tier`` where
+    "guard failed" (a loaded entry rejected the call that loaded it), "saved" or "not
+    stored"; ``entry`` its id in the store (``KEY:ENTRY``), ``tier`` where
     it was read or written, ``compile_id`` the compile id it got or came from."""
 
     entry: str
@@ -124,18 +129,21 @@ def load_stored(cache: Any, values: tuple[Any, ...]) -> Optional[CacheEntry]:
     accepts ``values`` ([Note: Persistent entries] 3, 4); each loaded entry joins the cache
     with a compile id of this process (a ``FunctionCache``: ``_persist``, ``_join``)."""
     persist: Persistence = cache._persist
+    joined: list[CacheEntry] = []
     while persist.pending:
         loaded = persist.load_next()
         for item in loaded:
             entry = cache._join(cache._new_compile_id(), item.artifact, item.check,
                                 item.dynamic)
             persist.loaded(item, entry)
+            joined.append(entry)
         if loaded:
             if cache.maxsize is not None:
                 cache._evict_over(cache.maxsize)
             entry = cache.snapshot().lookup(values)
             if entry is not None:
                 return entry
+    persist.missed(joined, values)
     return None
 
 
@@ -276,6 +284,23 @@ class Persistence:
         """``item`` joined the cache as ``entry``."""
         self._event(item.ref, "loaded", f"{len(entry.check.leaves)} guards", item.tier,
                     str(entry.compile_id))
+
+    def missed(self, entries: list[CacheEntry], values: tuple[Any, ...]) -> None:
+        """The call that loaded ``entries`` is accepted by none of them: say, per entry (the
+        first ``_EXPLAINED``), the guard that rejected it ([Note: Persistent entries] 5)."""
+        for entry in entries[:_EXPLAINED]:
+            try:
+                failures = entry.check.explain(*values, first_only=True)
+                reason = str(failures[0]) if failures else "its check failed"
+            except Exception as e:
+                reason = f"its check raised {type(e).__name__}: {e}"
+            ref = next((e.entry for e in self._events if e.outcome == "loaded"
+                        and e.compile_id == str(entry.compile_id)), "?")
+            self._event(ref, "guard failed", f"{reason} (the entry is kept: it may serve "
+                        f"other calls)", "-", str(entry.compile_id))
+        if len(entries) > _EXPLAINED:
+            self._event("...", "guard failed", f"{len(entries) - _EXPLAINED} more loaded "
+                        f"entries rejected the call (not explained)", "-")
 
     def _report_stale(self, key: str) -> None:
         """Nothing under ``key``: say which stored entries of this function are stale."""

@@ -24,7 +24,8 @@ cache.policy.
 # so: ``request.ignore_global_states("autocast_cpu_dtype", guard_instead=[...])`` leaves a
 # state out of the entry's GLOBAL_STATE guard, and may name a weaker state to check in its
 # place. That is a claim about the artifact, and only as sound as the compiler's knowledge
-# (jitguard.torch.compile makes no such claim: its entries check every state).
+# (jitguard.torch.compile makes it for the autocast dtypes of a capture that read none:
+# [Note: Autocast dtypes a capture did not read]).
 """
 
 from __future__ import annotations

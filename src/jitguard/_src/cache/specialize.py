@@ -87,7 +87,9 @@ class FunctionCache(Generic[_P, _R]):
     ``entries()``, ``stats()``, ``recompiles`` (the last ``history`` records),
     ``recompile_counts``, ``reasons()``, ``guard_failure_counts()``, ``compile_ids()``,
     ``dynamic``, ``lookup(*args, **kwargs)``, ``dispatcher`` (its ``source``: the generated
-    dispatcher); ``clear()`` forgets everything. See [Note: The call path].
+    dispatcher), ``store_key`` and ``store_events()`` (with a store: [Note: Persistent
+    entries]); ``clear()`` forgets everything (stored entries are read again on the next
+    miss). See [Note: The call path].
     """
 
     def __init__(
@@ -181,8 +183,10 @@ class FunctionCache(Generic[_P, _R]):
             self._persist.params = self.signature.params
         self._snapshot: Snapshot = build_snapshot((), self.dispatcher.keycode(Layout((), (), False)))
         self.dispatcher.install(self._snapshot.keycode, self._snapshot.index)
-        self.function: Callable[_P, _R] = self.dispatcher.function
-        functools.update_wrapper(self.function, fn)
+        functools.update_wrapper(self.dispatcher.function, fn)
+        # The C Dispatch object (when the C hot path is on) shares the generated
+        # function's __dict__ and names ([Note: The C hot path]).
+        self.function: Callable[_P, _R] = self.dispatcher.public
         self.function.cache = self  # type: ignore[attr-defined]
         track(self)
 

@@ -184,9 +184,9 @@ class _Interface:
 def as_ndarray(x: Any) -> Any:
     """The ndarray ``array_fact`` reads for ``x`` ([Note: Array facts]); TypeError if none."""
     np = numpy_or_none()
-    if np is not None and isinstance(x, _ndarray):
-        return x
     tp = type(x)
+    if np is not None and issubclass(tp, _ndarray):  # the real type: __class__ may lie
+        return x
     try:
         interface = x.__array_interface__
     except AttributeError:

@@ -3,7 +3,7 @@ attribute (``GuardBuilder.TYPE_MATCH`` ...). The kinds on values and containers 
 those on types and identity in ``identity_kinds``, GLOBAL_STATE in ``global_state_kind``,
 what a constant is and strict equality in ``constants``.
 
-May import: _util, errors, compiler.values, compiler.kinds, compiler.constants,
+May import: _util, errors, compiler.values, compiler.kinds, compiler.constants, compiler.array_facts,
 compiler.identity_kinds, compiler.global_state_kind.
 
 Failure texts follow the forms users know from torch.compile: ``L['n'] == 7 failed: got 8``,
@@ -13,14 +13,17 @@ Failure texts follow the forms users know from torch.compile: ``L['n'] == 7 fail
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any, Optional
 
 from .._util import is_scalar_type
 from ..errors import GuardKindError
+from .array_facts import dtype_key
 from .constants import (
     EXACT_EQ_TYPES,
     is_constant,
+    is_dtype,
     is_enum_member,
     needs_strict,
     one_of,
@@ -48,6 +51,7 @@ from .kinds import (
     FACT_TYPE_KEYS,
     FACT_TYPE_LEN,
     FACT_VALUE,
+    DispatchFact,
     EmitContext,
     GuardKind,
     register_guard_kind,
@@ -88,6 +92,12 @@ def _read_len(value: Any) -> str:
 # ---- values -----------------------------------------------------------------------------
 
 
+# A numpy dtype constant's fact: its class (by id, tested first) and its dtype_key, whose
+# equality is exactly strict_equal's for dtypes ([Note: Array facts]).
+FACT_DTYPE = DispatchFact("dtype", "{dtype_key}({v})", typed="id", gate="types", spread=True,
+                          consts=(("dtype_key", dtype_key),))
+
+
 class EqualsMatch(GuardKind):
     """The value equals a constant, with the same exact type (``1``, ``1.0`` and ``True``
     differ; NaN matches NaN; ``0.0`` and ``-0.0`` differ; an enum member matches only
@@ -95,7 +105,7 @@ class EqualsMatch(GuardKind):
 
     name = "EQUALS_MATCH"
     specificity = 8
-    dispatch_facts = (FACT_VALUE,)
+    dispatch_facts = (FACT_VALUE, FACT_DTYPE)
     cost = 3
 
     def expect(self, value: Any, guard: Any, **options: Any) -> Any:
@@ -136,6 +146,8 @@ class EqualsMatch(GuardKind):
     def fact(self, params: Any) -> Optional[tuple[str, Hashable]]:
         if is_enum_member(params):
             return ("id", id(params))
+        if is_dtype(params):
+            return ("dtype", (id(type(params)), dtype_key(params)))
         if needs_strict(params) or not is_scalar_type(type(params)):
             return None
         return ("value", (type(params), params))
@@ -143,6 +155,8 @@ class EqualsMatch(GuardKind):
     def fact_of(self, fact: str, value: Any) -> Hashable:
         if fact == "id":
             return id(value)
+        if fact == "dtype":
+            return (id(type(value)), dtype_key(value))
         return (type(value), value)
 
 
@@ -238,59 +252,80 @@ class DictKeysMatch(GuardKind):
     The generated check compares the list of the keys' types first (identity, then
     ``type.__eq__``, also identity unless a metaclass overrides it), so a foreign key's
     ``__eq__`` never runs, then the keys with ``==``, which for builtin key types is exact; keys where ``==`` is not (float zeros, NaN) go through
-    ``strict_equal``."""
+    ``strict_equal``.
+
+    For an ``OrderedDict`` (or a subclass) the order it iterates in is compared too: it is
+    its own linked list, which ``move_to_end`` changes without changing ``dict.keys``'s
+    order (params: type, keys in ``dict.keys`` order, keys in iteration order or None for
+    other dicts)."""
 
     name = "DICT_KEYS_MATCH"
     specificity = 4
     dispatch_facts = (FACT_TYPE_KEYS,)
     cost = 6
 
-    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Ident, tuple[Any, ...]]:
+    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[Any, ...]:
         super().expect(value, guard, **options)
         if not isinstance(value, dict):
             raise GuardKindError(
                 f"DICT_KEYS_MATCH on {guard.name}: expected a dict, found {type_name(type(value))}"
             )
-        return (Ident(type(value)), tuple(dict.keys(value)))
+        ordered = tuple(OrderedDict.keys(value)) if isinstance(value, OrderedDict) else None
+        return (Ident(type(value)), tuple(dict.keys(value)), ordered)
 
-    def holds(self, value: Any, params: tuple[Ident, tuple[Any, ...]]) -> bool:
+    def holds(self, value: Any, params: tuple[Any, ...]) -> bool:
         if type(value) is not params[0].get():
             return False
-        keys = tuple(dict.keys(value))
-        return len(keys) == len(params[1]) and all(
-            type(a) is type(b) and strict_equal(a, b)
-            for a, b in zip(keys, params[1], strict=True)
-        )
+        if not _same_keys(tuple(dict.keys(value)), params[1]):
+            return False
+        ordered = _ordered(params)
+        return ordered is None or _same_keys(tuple(OrderedDict.keys(value)), ordered)
 
-    def emit(self, var: str, params: tuple[Ident, tuple[Any, ...]], ctx: EmitContext) -> str:
+    def emit(self, var: str, params: tuple[Any, ...], ctx: EmitContext) -> str:
         type_ok = ctx.identical(f"type({var})", params[0], "type")
         keys_read = f"[*{var}]" if params[0].get() is dict else f"list(dict.keys({var}))"
-        expected = params[1]
+        out = f"{type_ok} and {self._keys_ok(var, keys_read, params[1], ctx)}"
+        ordered = _ordered(params)
+        if ordered is not None:
+            od_keys = ctx.const(OrderedDict.keys, "ordered_keys")
+            out += f" and {self._keys_ok(var, f'list({od_keys}({var}))', ordered, ctx)}"
+        return out
+
+    @staticmethod
+    def _keys_ok(var: str, keys_read: str, expected: tuple[Any, ...], ctx: EmitContext) -> str:
         key_types = ctx.const([type(k) for k in expected], "key_types")
         # A list of types compares element by element with identity first and then
         # type.__eq__, which is identity too; only a metaclass that overrides __eq__ to lie
         # could pass a foreign key type (holds() compares with `is` and would disagree).
-        types_ok = f"[*map(type, {var if params[0].get() is dict else keys_read})] == {key_types}"
+        source = var if keys_read == f"[*{var}]" else keys_read
+        types_ok = f"[*map(type, {source})] == {key_types}"
         if not all(one_of(type(k), EXACT_EQ_TYPES) for k in expected):
             strict = ctx.const(strict_equal, "strict_equal")
-            return f"{type_ok} and {types_ok} and {strict}(tuple({keys_read}), {ctx.const(expected, 'keys')})"
-        return f"{type_ok} and {types_ok} and {keys_read} == {ctx.const(list(expected), 'keys')}"
+            return f"{types_ok} and {strict}(tuple({keys_read}), {ctx.const(expected, 'keys')})"
+        return f"{types_ok} and {keys_read} == {ctx.const(list(expected), 'keys')}"
 
-    def code(self, name: str, params: tuple[Ident, tuple[Any, ...]]) -> str:
-        return f"list(dict.keys({name})) == {show(list(params[1]))}"
+    def code(self, name: str, params: tuple[Any, ...]) -> str:
+        out = f"list(dict.keys({name})) == {show(list(params[1]))}"
+        ordered = _ordered(params)
+        if ordered is not None:
+            out += f" and list({name}.keys()) == {show(list(ordered))}"
+        return out
 
-    def reason(self, name: str, value: Any, params: tuple[Ident, tuple[Any, ...]]) -> str:
+    def reason(self, name: str, value: Any, params: tuple[Any, ...]) -> str:
         if type(value) is not params[0].get():
             return (
                 f"type({name}) is {describe_ident(params[0])} failed: got "
                 f"{type_name(type(value))}"
             )
-        return f"{self.code(name, params)} failed: got {show(list(dict.keys(value)))}"
+        got = show(list(dict.keys(value)))
+        if _ordered(params) is not None:
+            got += f" (iterating as {show(list(OrderedDict.keys(value)))})"
+        return f"{self.code(name, params)} failed: got {got}"
 
-    def export(self, params: tuple[Ident, tuple[Any, ...]]) -> tuple[Any, Any]:
+    def export(self, params: tuple[Any, ...]) -> tuple[Any, Any]:
         return (params[0].weakref(), None)
 
-    def fact(self, params: tuple[Ident, tuple[Any, ...]]) -> Optional[tuple[str, Hashable]]:
+    def fact(self, params: tuple[Any, ...]) -> Optional[tuple[str, Hashable]]:
         try:
             hash(params[1])
         except TypeError:
@@ -299,6 +334,18 @@ class DictKeysMatch(GuardKind):
 
     def fact_of(self, fact: str, value: Any) -> Hashable:
         return (id(type(value)), tuple(dict.keys(value)))
+
+
+def _ordered(params: tuple[Any, ...]) -> Optional[tuple[Any, ...]]:
+    """DICT_KEYS_MATCH's iteration order of an OrderedDict (None for another dict, or for
+    params made before the order was a part of them, as a schema document's)."""
+    return params[2] if len(params) > 2 else None
+
+
+def _same_keys(keys: tuple[Any, ...], expected: tuple[Any, ...]) -> bool:
+    return len(keys) == len(expected) and all(
+        type(a) is type(b) and strict_equal(a, b) for a, b in zip(keys, expected, strict=True)
+    )
 
 
 class DictContains(GuardKind):

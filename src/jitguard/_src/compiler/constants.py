@@ -110,8 +110,6 @@ def strict_equal(value: Any, expected: Any) -> bool:
         return False
     if issubclass(tp, enum.Enum):
         return value is expected
-    if is_dtype(expected):
-        return bool(dtype_key(value) == dtype_key(expected))
     if tp is slice or tp is range:
         return strict_equal(
             (value.start, value.stop, value.step), (expected.start, expected.stop, expected.step)
@@ -136,4 +134,6 @@ def strict_equal(value: Any, expected: Any) -> bool:
         return _float_equal(value, expected)
     if tp is complex:
         return _float_equal(value.real, expected.real) and _float_equal(value.imag, expected.imag)
+    if is_dtype(expected):  # last: the builtin constants above pay nothing for it
+        return bool(dtype_key(value) == dtype_key(expected))
     return bool(value == expected)

@@ -12,6 +12,7 @@ Failure texts restate the check in the form Dynamo prints for the same guard
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Hashable
 from typing import Any, NamedTuple, Optional
@@ -24,6 +25,7 @@ from .values import Ident, describe_ident, show, type_name
 
 __all__ = [
     "BuiltinMatch",
+    "ClassAttrsMatch",
     "ClassMatch",
     "ConstantSubclassMatch",
     "ContainerEqualsMatch",
@@ -119,6 +121,127 @@ class NotPresentInGenericDict(GuardKind):
         for a in params.attrs:
             if a in d:
                 return f"not ___dict_contains({a!r}, {name}.__dict__) failed: it is set on the instance"
+        return f"{self.code(name, params)} failed"
+
+
+class _ClassAttr(NamedTuple):
+    attr: str
+    owner: int  # the index in the MRO of the class whose namespace holds it
+    found: Optional[Ident]  # what it holds there; None when no class of the MRO has it
+
+
+class _ClassAttrsSpec(NamedTuple):
+    type: Ident
+    attrs: tuple[_ClassAttr, ...]
+
+
+_ABSENT = object()
+
+
+def _class_lookup(tp: type, attr: str) -> tuple[int, Any]:
+    """Where the attribute lookup of ``attr`` on instances of ``tp`` finds it in the
+    classes (the MRO index and the namespace's object), as ``type.__getattribute__``
+    walks the MRO: ``(len(mro), _ABSENT)`` when no class has it."""
+    mro = tp.__mro__
+    for i, klass in enumerate(mro):
+        found = klass.__dict__.get(attr, _ABSENT)
+        if found is not _ABSENT:
+            return i, found
+    return len(mro), _ABSENT
+
+
+class ClassAttrsMatch(GuardKind):
+    """For each name of ``attrs=``, the lookup through the value's class finds the same
+    object in the same class as when compiled: no class before it in the MRO gained the
+    name (a subclass shadowing its base), and that class's namespace still holds the very
+    object (a method, classmethod or class attribute replaced after compiling). The value's
+    type is compared too (by identity). jitguard's own kind: TorchDynamo resolves such
+    attributes through the class and guards only that the instance does not shadow them
+    (``NOT_PRESENT_IN_GENERIC_DICT``)."""
+
+    name = "CLASS_ATTRS_MATCH"
+    cost = 4
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> Any:
+        attrs: Any = options.pop("attrs", None)
+        if options or not attrs or isinstance(attrs, str) or not all(isinstance(a, str) for a in attrs):
+            raise GuardKindError(f"{self.name} on {guard.name} takes attrs= (a tuple of str)")
+        tp = type(value)
+        out = []
+        for attr in dict.fromkeys(attrs):
+            owner, found = _class_lookup(tp, attr)
+            out.append(_ClassAttr(attr, owner, None if found is _ABSENT else Ident(found)))
+        return _ClassAttrsSpec(Ident(tp), tuple(out))
+
+    def holds(self, value: Any, params: Any) -> bool:
+        tp = type(value)
+        if tp is not params.type.get():
+            return False
+        for a in params.attrs:
+            owner, found = _class_lookup(tp, a.attr)
+            if owner != a.owner:
+                return False
+            if a.found is not None and (not a.found.alive or found is not a.found.get()):
+                return False
+        return True
+
+    def emit(self, var: str, params: Any, ctx: EmitContext) -> str:
+        parts = [ctx.identical(f"type({var})", params.type, "type")]
+        absent = ctx.const(_ABSENT, "absent")
+        tp = params.type.get()
+        if params.type.is_weak or tp is None:
+            # read each namespace through the live type (binding one would keep it alive)
+            def namespace(i: int) -> str:
+                return f"type({var}).__mro__[{i}].__dict__"
+        else:
+            # a type held strongly anyway: its MRO's namespaces are bound (live views of
+            # the class dicts) while its MRO is the same tuple; after a ``__bases__``
+            # assignment the reference lookup decides
+            mro = tp.__mro__
+            slow = ctx.const(functools.partial(self.holds, params=params), "lookup")
+            same = f"{ctx.const(tp, 'cls')}.__mro__ is {ctx.const(mro, 'mro')}"
+
+            def namespace(i: int) -> str:
+                return ctx.const(mro[i].__dict__, "namespace") if i < len(mro) else "()"
+
+            fast = []
+            for a in params.attrs:
+                name = ctx.const(a.attr, "attr")
+                fast += [f"{name} not in {namespace(i)}" for i in range(a.owner)]
+                if a.found is not None:
+                    fast.append(ctx.identical(f"{namespace(a.owner)}.get({name}, {absent})",
+                                              a.found, "class_attr"))
+            parts.append(f"(({' and '.join([same, *fast])}) or {slow}({var}))")
+            return " and ".join(parts)
+        for a in params.attrs:
+            name = ctx.const(a.attr, "attr")
+            parts += [f"{name} not in {namespace(i)}" for i in range(a.owner)]
+            if a.found is not None:
+                parts.append(ctx.identical(f"{namespace(a.owner)}.get({name}, {absent})",
+                                           a.found, "class_attr"))
+        return " and ".join(parts)
+
+    def code(self, name: str, params: Any) -> str:
+        out = []
+        for a in params.attrs:
+            if a.found is None:
+                out.append(f"no class of type({name}).__mro__ has {a.attr!r}")
+            else:
+                out.append(f"type({name}).__mro__[{a.owner}].__dict__[{a.attr!r}] is "
+                           f"{describe_ident(a.found)} (and no class before it has it)")
+        return " and ".join(out)
+
+    def reason(self, name: str, value: Any, params: Any) -> str:
+        tp = type(value)
+        if tp is not params.type.get():
+            return f"type({name}) is {describe_ident(params.type)} failed: got {type_name(tp)}"
+        for a in params.attrs:
+            owner, found = _class_lookup(tp, a.attr)
+            if owner != a.owner or (a.found is not None and found is not a.found.get()):
+                now = ("no class has it" if found is _ABSENT else
+                       f"it finds {show(found)} in {tp.__mro__[owner].__qualname__}")
+                return (f"{self.code(name, params._replace(attrs=(a,)))} failed: the lookup "
+                        f"of {a.attr!r} changed ({now})")
         return f"{self.code(name, params)} failed"
 
 
@@ -337,6 +460,7 @@ class ClassMatch(_NamedIdMatch):
 
 for _kind in (
     NotPresentInGenericDict(),
+    ClassAttrsMatch(),
     SetContains(),
     ConstantSubclassMatch(),
     MappingKeysCheck(),

@@ -621,29 +621,35 @@ def guard_schema() -> dict[str, Any]:
 # ---- portable global state -------------------------------------------------------------
 
 # [Note: Portable global state]
-# A GLOBAL_STATE snapshot is written as the names of the states it guards and their
-# values. Reading it rebuilds the snapshot over this process's registered states of those
-# names: a name not registered here, or a guarded state registered here that the document
-# does not name, makes the guard unreadable (a state the writer did not guard may be one
-# the artifact depends on). A group checker is used only when every member's value now is
-# the recorded one (its snapshot then pins exactly the recorded values); otherwise those
-# states are compared one by one against the recorded values.
+# A GLOBAL_STATE snapshot is written as the names of the states it checks with their
+# values, and the names of every state registered in the writing process. Reading it
+# rebuilds the snapshot over this process's registered states of those names: a checked
+# name not registered here, or a state guarded here that the writer did not know of (a
+# state the artifact may depend on that nobody looked at), makes the guard unreadable. A
+# state the writer knew and left out (unguarded, or left out by the compiler with
+# ``states=``) stays out. A group checker is used only when every member's value now is the
+# recorded one (its snapshot then pins exactly the recorded values); otherwise those states
+# are compared one by one against the recorded values.
 
 
 def _encode_snapshot(snap: Any) -> Any:
-    return [[state.name, value] for state, value in snap.values]
+    from ..global_state import global_states
+
+    return {"values": [[state.name, value] for state, value in snap.values],
+            "known": sorted(s.name for s in global_states.states())}
 
 
 def _decode_snapshot(data: Any) -> Any:
     from ..global_state import GlobalStateSnapshot, global_states
 
-    names = [str(name) for name, _ in data]
-    recorded = dict((str(n), v) for n, v in data)
-    missing = {s.name for s in global_states.guarded()} - set(names)
-    if missing:
+    pairs, known = data["values"], set(data["known"])
+    names = [str(name) for name, _ in pairs]
+    recorded = {str(n): v for n, v in pairs}
+    unknown = {s.name for s in global_states.guarded()} - known
+    if unknown:
         raise GuardSchemaError(
-            f"GLOBAL_STATE does not cover the state(s) {sorted(missing)} guarded in this "
-            f"process; the stored entry may depend on them"
+            f"GLOBAL_STATE was written where the state(s) {sorted(unknown)} guarded in this "
+            f"process did not exist; the stored entry may depend on them"
         )
     try:
         states = global_states.named(names)

@@ -10,8 +10,8 @@ May import: errors, store.* (the standard library otherwise).
 #     its file keeps its entries), of its defaults and keyword defaults, and of its closure
 #     cells' contents: a value with a portable form (None, bool, int, float, complex, str,
 #     bytes, their tuples/lists/sets/dicts, a module, or a class or function found again at
-#     its ``__module__``/``__qualname__``) is hashed by that form, anything else by its
-#     type's name only (its value is not portable; a compiler that specializes on it must
+#     its ``__module__``/``__qualname__``) is hashed by that form, a local function by its
+#     code, defaults and closure (recursively), anything else by its type's name only (its value is not portable; a compiler that specializes on it must
 #     guard it, as it must every global it reads);
 #   * ``compiler``: the qualified name of the compiler (two compilers never share entries);
 #   * ``env``: the jitguard version, the Python implementation and version, the store's
@@ -144,7 +144,22 @@ def _portable(value: Any, depth: int = 0) -> Any:
         where = _qualified(value)
         if where is not None:
             return ["object", where]
+    if tp is types.FunctionType:  # a local function: by what it is, recursively
+        return ["function", _code_hash(value.__code__),
+                _portable(value.__defaults__, depth + 1),
+                _portable(value.__kwdefaults__, depth + 1),
+                [_portable(_cell(c), depth + 1) for c in value.__closure__ or ()]]
     return ["type", f"{tp.__module__}:{tp.__qualname__}"]
+
+
+_EMPTY = ["empty cell"]
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # not filled yet
+        return _EMPTY
 
 
 def _code_hash(code: types.CodeType) -> str:
@@ -168,14 +183,7 @@ def function_identity(fn: Callable[..., Any]) -> Optional[dict[str, str]]:
     if not isinstance(code, types.CodeType):
         return None
     name = f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', code.co_name)}"
-    cells = []
-    for cell in getattr(target, "__closure__", None) or ():
-        try:
-            contents = cell.cell_contents
-        except ValueError:  # an empty cell
-            cells.append(["empty"])
-            continue
-        cells.append(_portable(contents))
+    cells = [_portable(_cell(cell)) for cell in getattr(target, "__closure__", None) or ()]
     doc = {
         "code": _code_hash(code),
         "defaults": _portable(tuple(getattr(target, "__defaults__", None) or ())),

@@ -12,7 +12,8 @@ May import: errors, store.* (the standard library otherwise).
 # and then hard-linked into place, so the file appears whole or not at all, and two
 # processes racing to create it end up with the same key (the loser reads the winner's).
 # A key file that others may read or write (any bit of 0o077), or that another user owns,
-# is refused with ``StoreError``: a key others know signs nothing.
+# is refused with ``StoreError``: a key others know signs nothing. A store directory that
+# jitguard makes is made with mode 0700.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _check_key_file(path: Path) -> None:
 
 
 def _create_key_file(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

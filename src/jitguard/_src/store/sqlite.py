@@ -79,7 +79,7 @@ class SqliteTier:
     def connection(self) -> sqlite3.Connection:
         """This process's connection (opened, and the schema made, on first use)."""
         if self._conn is None or self._pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             conn = sqlite3.connect(
                 str(self.path), timeout=10.0, isolation_level=None, check_same_thread=False
             )

@@ -32,10 +32,11 @@ moves one breaks that test, loudly, and nothing else needs reading.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any, Optional
 
@@ -43,6 +44,8 @@ import torch
 import torch._dynamo
 import torch._dynamo.config as dynamo_config
 import torch._dynamo.eval_frame as eval_frame
+import torch._dynamo.utils as _dynamo_utils
+import torch._dynamo.variables.torch as _dynamo_torch_vars
 import torch._guards
 from torch._dynamo import convert_frame
 from torch._dynamo.backends.registry import lookup_backend
@@ -131,6 +134,9 @@ class Captured:
     freevars: tuple[str, ...]
     closure: tuple[Any, ...]
     installed: tuple[str, ...] = ()  # the globals that hold this capture's compiled graph
+    # whether the capture could have baked in an autocast dtype
+    # ([Note: Autocast dtypes a capture did not read])
+    reads_autocast: bool = True
     saved: Optional[SavedCapture] = None  # with saving=True: what serializing needs
     unsaved: Optional[str] = None  # with saving=True: why it cannot be serialized
 
@@ -139,6 +145,8 @@ def _capture_contexts(stack: ExitStack, dynamic: Optional[bool]) -> None:
     stack.enter_context(get_metrics_context())
     stack.enter_context(dynamo_timed("fullgraph_capture"))
     stack.enter_context(torch._functorch.config.patch(strict_autograd_cache=True))
+    # no profiler bracket around the graph's argument reads ([Note: A hit's cost])
+    stack.enter_context(dynamo_config.patch(record_runtime_overhead=False))
     if dynamic is not None:
         stack.enter_context(eval_frame.set_enable_dynamic(dynamic))
     stack.enter_context(torch_function_mode_stack_state_mgr)
@@ -170,8 +178,10 @@ def capture(
         kept[:] = [bool(k) for k in keep(entries)]
         return kept
 
+    folded: list[Any] = []
     with ExitStack() as stack:
         _capture_contexts(stack, dynamic)
+        stack.enter_context(_recording_folds(folded))
         out = convert_frame.fullgraph_capture(fn, args, kwargs)
         gco = out.graph_capture_output
         bi = out.backend_input
@@ -204,7 +214,8 @@ def capture(
                 ).guard_manager
     if saving and bi is None:
         unsaved = "the capture made no graph"
-    program = types.FunctionType(gco.bytecode, gco.f_globals, fn.__name__, gco.argdefs, gco.closure)
+    program = types.FunctionType(_fast_helpers(gco.bytecode, gco.f_globals), gco.f_globals,
+                                 fn.__name__, gco.argdefs, gco.closure)
     if gco.kwdefaults:
         program.__kwdefaults__ = dict(gco.kwdefaults)
     program.__qualname__ = fn.__qualname__
@@ -219,9 +230,140 @@ def capture(
         freevars=fn.__code__.co_freevars,
         closure=tuple(fn.__closure__ or ()),
         installed=(bi.backend_id,) if bi is not None else (),
+        reads_autocast=any(_names_autocast(f) for f in folded) or _graph_names_autocast(gm),
         saved=saved,
         unsaved=unsaved,
     )
+
+
+# [Note: Autocast dtypes a capture did not read]
+# Dynamo folds ``torch.get_autocast_dtype(...)`` (and the other autocast readers) to a
+# constant while tracing, without a guard, and a ``torch.autocast(device)`` entered in the
+# function bakes the dtype of that moment into the graph (an ``_enter_autocast`` node);
+# torch's GlobalStateGuard compares a device's autocast dtype only while its autocast is
+# on. So jitguard pins the CPU and CUDA autocast dtypes (two ~0.15 us reads a check) only
+# for a capture that could have baked one in: while capturing, Dynamo's table of
+# constant-folded functions is replaced by a recording copy (every function Dynamo asks
+# it about is seen), and the graph (with its nested graphs) is searched for a call whose
+# target names autocast. Either sets ``Captured.reads_autocast``; any function whose name
+# contains "autocast" counts, read or not (conservative). Otherwise the entry's
+# GLOBAL_STATE guards each dtype only while that device's autocast is on, which is what
+# the graph can observe of it.
+
+
+class _RecordingFolds(dict[Any, Any]):
+    """Dynamo's constant-fold table, noting each function it is asked about."""
+
+    def __init__(self, table: dict[Any, Any], seen: list[Any]) -> None:
+        super().__init__(table)
+        self.seen = seen
+
+    def __contains__(self, fn: object) -> bool:
+        self.seen.append(fn)
+        return dict.__contains__(self, fn)
+
+
+_FOLDS = "constant_fold_functions"
+
+
+@contextlib.contextmanager
+def _recording_folds(seen: list[Any]) -> Iterator[None]:
+    table: dict[Any, Any] = getattr(_dynamo_torch_vars, _FOLDS)
+    setattr(_dynamo_torch_vars, _FOLDS, _RecordingFolds(table, seen))
+    try:
+        yield
+    finally:
+        setattr(_dynamo_torch_vars, _FOLDS, table)
+
+
+def _names_autocast(obj: Any) -> bool:
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
+    return "autocast" in str(name).lower()
+
+
+def _graph_names_autocast(gm: Optional[torch.fx.GraphModule]) -> bool:
+    if gm is None:
+        return False
+    for sub in gm.modules():
+        graph = getattr(sub, "graph", None)
+        if isinstance(graph, torch.fx.Graph):
+            for node in graph.nodes:
+                if node.op in ("call_function", "call_method") and (
+                    _names_autocast(node.target) or "autocast" in str(node.target).lower()
+                ):
+                    return True
+    return False
+
+
+# [Note: A hit's cost]
+# A hit runs the transformed bytecode, which reads the graph's inputs from the frame and
+# calls the backend's compiled graph. Two things torch.compile's bytecode does there cost
+# more than the reads themselves (~0.6-1 us each, measured with a no-op graph), and jitguard
+# leaves them out, soundly:
+#   * ``record_runtime_overhead`` (Dynamo's config, on by default) brackets the reads with a
+#     profiler record ("Pregraph bytecode"), two Python calls even while no profiler runs:
+#     the capture turns it off, so a profile of a jitguard hit has no such record;
+#   * symbolic sizes, strides and storage offsets are read through
+#     ``torch._dynamo.utils.call_size``/``call_stride``/``call_storage_offset``, wrapped
+#     in ``torch._disable_dynamo`` so that Dynamo does not trace them (a Python wrapper
+#     and an eval-frame switch per read). jitguard's program never runs under Dynamo's
+#     frame hook, so the bytecode is given its own name for that module (the code's
+#     ``co_names`` entry renamed, which is the same in every Python version), bound in the
+#     function's globals to ``_FAST_UTILS``: the three reads done directly
+#     (``x.size(i)``: the same call on the same tensor, ``__torch_function__`` included),
+#     every other name forwarded to the module itself.
+# The function-mode stack is set aside around the program only for a capture made while a
+# mode was active (``without_function_modes``): GLOBAL_STATE, which every entry checks,
+# pins the stack, so an entry captured with an empty stack is only ever hit with one.
+
+
+class _FastDynamoUtils:
+    """``torch._dynamo.utils`` as a jitguard program reads it ([Note: A hit's cost])."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def call_size(x: Any, i: int) -> int:
+        return x.size(i)
+
+    @staticmethod
+    def call_stride(x: Any, i: int) -> int:
+        return x.stride(i)
+
+    @staticmethod
+    def call_storage_offset(x: Any) -> int:
+        return x.storage_offset()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_dynamo_utils, name)
+
+
+_FAST_UTILS = _FastDynamoUtils()
+#: The global name Dynamo's bytecode reads ``torch._dynamo.utils`` by (its import alias).
+UTILS_ALIAS = "__import_" + _dynamo_utils.__name__.replace(".", "_dot_")
+#: The name jitguard's programs read it by instead.
+FAST_UTILS_NAME = "__jitguard_fast_dynamo_utils"
+
+
+def _fast_helpers(code: types.CodeType, f_globals: dict[str, Any]) -> types.CodeType:
+    """``code`` reading ``torch._dynamo.utils`` as ``_FAST_UTILS`` ([Note: A hit's cost]),
+    in this code object and the ones nested in it."""
+    names = code.co_names
+    consts = code.co_consts
+    if any(isinstance(c, types.CodeType) for c in consts):
+        consts = tuple(_fast_helpers(c, f_globals) if isinstance(c, types.CodeType) else c
+                       for c in consts)
+    if UTILS_ALIAS in names:
+        f_globals[FAST_UTILS_NAME] = _FAST_UTILS
+        names = tuple(FAST_UTILS_NAME if n == UTILS_ALIAS else n for n in names)
+    if names is code.co_names and consts is code.co_consts:
+        return code
+    return code.replace(co_names=names, co_consts=consts)
+
+
+def function_modes_active() -> bool:
+    """Whether torch's function-mode stack holds a mode now."""
+    return bool(_len_modes())
 
 
 # ---- [Note: Stored captures], torch's side -----------------------------------------------

@@ -17,7 +17,9 @@ jitguard._src.torch.adapter (the only way to torch's internals), torch's public 
 # conversion makes it from Dynamo's state guards, else the compiler adds it): Dynamo
 # does not guard every state a graph bakes in (``torch.get_autocast_dtype("cpu")`` read
 # in the function is baked in and unguarded in torch 2.13), so an entry also misses when
-# any of them changed. Verify mode knows this guard is jitguard's own
+# any of them changed; the CPU and CUDA autocast dtypes count only while their autocast
+# is on, unless the capture could have baked one in
+# ([Note: Autocast dtypes a capture did not read]). Verify mode knows this guard is jitguard's own
 # ([Note: Verify mode]). Dynamo decides which dims are dynamic (``mark_dynamic``, ``maybe_mark_dynamic``,
 # ``mark_static``, ``dynamic=``, its automatic dynamic shapes keyed by code object, the
 # ``torch._dynamo.config`` knobs), as ``torch.compile`` does.
@@ -71,7 +73,9 @@ from ..sources import GlobalSource, GlobalStateSource, LocalSource
 from ..store.tiers import StoreLike
 from . import adapter, stored
 from .compiled import CompiledFunction, EntryInfo
+from .convert import GLOBALS_SELF
 from .delegated import Delegation
+from .state import DTYPE_STATES
 
 __all__ = ["TorchCompiler", "compile"]
 
@@ -168,20 +172,26 @@ class TorchCompiler:
         self.installed.extend(cap.installed)
         info = EntryInfo(request.compile_id, cap, request.signature.params)
         self.infos[request.compile_id] = info
+        state_kind = self._global_state(request, cap)
         if converted:
             result = converted[0]
+            result.guards = [
+                GlobalStateSource().make_guard(state_kind) if g.create_fn is _global_state_kind()
+                else g for g in result.guards
+            ]
             result.add_to(request)
             info.converted = Counter(result.converted)
             info.stricter = list(result.stricter)
             info.unconverted = [str(u) for u in result.unconverted]
         guards = converted[0].guards if converted else ()
-        if not any(g.create_fn is _global_state_kind() for g in guards):
+        if not any(g.create_fn is state_kind for g in guards):
             # [Note: jitguard.torch.compile on Dynamo]: every entry checks every state
-            request.add_guard(GlobalStateSource(), _global_state_kind())
+            request.add_guard(GlobalStateSource(), state_kind)
         if cap.tree is not None:
             self._delegate(request, info)
         info.forget_entries()
-        cap.fn = adapter.without_function_modes(cap.fn)
+        if adapter.function_modes_active():  # [Note: A hit's cost]
+            cap.fn = adapter.without_function_modes(cap.fn)
         artifact = info.verified(self.where, request.signature.bind) if self.verify else cap.fn
         if self.saving:
             self.saved[artifact] = (
@@ -224,6 +234,18 @@ class TorchCompiler:
                 f"{torch.cuda.get_device_name(i)}:{torch.cuda.get_device_capability(i)}"
                 for i in range(torch.cuda.device_count()))
         return env
+
+    @staticmethod
+    def _global_state(request: CompileRequest, cap: adapter.Captured) -> Callable[..., Any]:
+        """The entry's GLOBAL_STATE kind: every torch state, the autocast dtypes only while
+        their device's autocast is on unless the capture could have baked one in
+        ([Note: Autocast dtypes a capture did not read])."""
+        if cap.reads_autocast:
+            return _global_state_kind()
+        for dtype, weak in DTYPE_STATES.values():
+            request.ignore_global_states(dtype, guard_instead=[weak])
+        names = request.global_state_names()
+        return functools.partial(_global_state_kind(), states=names)
 
     def _delegate(self, request: CompileRequest, info: EntryInfo) -> None:
         """[Note: Delegating to torch's guard tree]."""
@@ -323,6 +345,9 @@ class DynamoCache(FunctionCache):
         compiler.saving = self._persist is not None
         f_globals = getattr(fn, "__globals__", None)
         if isinstance(f_globals, dict):
+            # bound here too, not only by a conversion that needs it: an entry loaded from a
+            # store reads it ([Note: Builtins a global may shadow])
+            f_globals.setdefault(GLOBALS_SELF, f_globals)
             if getattr(fn, "__closure__", None):
                 # closure guards read the cells through the function, found as a global
                 name = f"__jitguard_fn_{next(_fn_ids)}"

@@ -50,6 +50,28 @@ comparison, the default).
 #     (``skip_nnmodule_hook_guards``, its default): a hook added after compiling must not
 #     be silently ignored. Here jitguard is stricter than torch (``stricter`` lists it).
 #   * SHAPE_ENV becomes shape guards; with no code parts it holds always.
+#   * [Note: Attributes resolved through the class] Where Dynamo resolved an attribute
+#     of an object through its class (a method, a classmethod, a class attribute), it
+#     guards that the instance dict does not shadow it (NOT_PRESENT_IN_GENERIC_DICT) and
+#     the object's type, but not the class namespaces: ``M.helper = g``, a classmethod
+#     replaced, or a subclass gaining an attribute that shadows its base's would be
+#     accepted with the old behaviour baked in. So each source with such guards also gets
+#     jitguard's own CLASS_ATTRS_MATCH over the same names: no class before the one that
+#     held it in the MRO has the name now, and that class still holds the very object
+#     (by identity). Stricter than torch, listed in ``stricter``. Where several sources
+#     look up the same names on one type that TYPE_MATCH pins on each (the ten Linear
+#     layers of a model), the lookups are checked once, on the first of them: they are a
+#     property of the class.
+#   * [Note: Builtins a global may shadow] Dynamo reads a builtin the code names through
+#     the builtins dict (``G['__builtins_dict___0']['abs']``, BUILTIN_MATCH) and guards
+#     that dict's entry, not that the module has no global of that name: ``abs = g`` at
+#     module level after compiling would be ignored. For each such name jitguard adds
+#     DICT_CONTAINS (inverted) on the function's globals dict, which the conversion binds
+#     to itself there as ``G['__jitguard_globals__']`` (a function must be given; a module
+#     dict holding itself is harmless and stays). Stricter than torch, listed.
+#   * DICT_KEYS_MATCH on an OrderedDict also compares the order it iterates in (its own
+#     linked list; Dynamo traces in that order but its guard reads ``dict.keys``, which
+#     ``move_to_end`` does not change): stricter than torch, listed in ``stricter``.
 """
 
 from __future__ import annotations
@@ -64,8 +86,14 @@ from typing import Any, NamedTuple, Optional
 from ..compiler.builder import GuardBuilder
 from ..compiler.kinds import get_guard_kind
 from ..guards import Guard, ShapeGuard, Source
-from ..more_sources import TypeDictSource
-from ..sources import AttrSource, CodeSource, GlobalStateSource, TensorPropertySource
+from ..more_sources import DictGetItemSource, TypeDictSource
+from ..sources import (
+    AttrSource,
+    CodeSource,
+    GlobalSource,
+    GlobalStateSource,
+    TensorPropertySource,
+)
 from . import adapter_sources as adapter
 from .convert_shape import parse_shape_code
 from .convert_sources import SourceConverter, Unconvertible
@@ -103,6 +131,9 @@ class Conversion:
     unconverted: list[Unconverted] = dataclasses.field(default_factory=list)
     converted: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     stricter: list[str] = dataclasses.field(default_factory=list)
+    # builtins the capture read from the builtins dict; their names must stay absent from
+    # the function's globals ([Note: Builtins a global may shadow])
+    shadowable_builtins: tuple[str, ...] = ()
 
     @property
     def delegated(self) -> collections.Counter[str]:
@@ -134,6 +165,10 @@ class _Context:
         self.shape_checked: set[str] = set()
         self.aliasing: list[Source] = []
         self.not_present: dict[Source, tuple[list[str], Any]] = {}
+        self.class_attrs: dict[Source, list[str]] = {}
+        self.class_types: dict[Source, type] = {}
+        self.builtins: list[str] = []
+        self.f_globals: Optional[dict[str, Any]] = None  # the function's, when given
         self.global_state = False
 
     def add(self, source: Source, create_fn: Callable[..., Any], user_stack: Any = None) -> None:
@@ -180,6 +215,8 @@ def convert_guards(
         SourceConverter(function_source=function_source, freevars=freevars), dispatch_keys,
         batch_tensors,
     )
+    f_globals = getattr(function, "__globals__", None)
+    ctx.f_globals = f_globals if isinstance(f_globals, dict) else None
     parts = [(e, adapter.entry_parts(e)) for e in entries]
     # Sources first (shape guards refer to them by name), SHAPE_ENV next (TENSOR_MATCH
     # needs to know which dims it decides), then every other kind.
@@ -217,9 +254,37 @@ _ON_NAMESPACE = frozenset({"DICT_CONTAINS", "DICT_NOT_CONTAINS"})
 
 def _finish(ctx: _Context) -> None:
     _tensor_guards(ctx)
+    # sources whose type a TYPE_MATCH pins: a class-level lookup checked on one of them
+    # holds for all the others of that type
+    typed = {g.originating_source for g in ctx.out.guards if g.create_fn is GuardBuilder.TYPE_MATCH}
+    done: set[tuple[type, tuple[str, ...]]] = set()
     for source, (attrs, stack) in ctx.not_present.items():
         fn = functools.partial(GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT, attrs=tuple(attrs))
         ctx.add(source, fn, stack)
+        if source in ctx.class_attrs:
+            # [Note: Attributes resolved through the class]
+            attrs = ctx.class_attrs[source]
+            key = (ctx.class_types[source], tuple(attrs))
+            if key in done and source in typed:
+                continue  # the same lookups on the same pinned type: checked once
+            done.add(key)
+            fn = functools.partial(GuardBuilder.CLASS_ATTRS_MATCH, attrs=tuple(attrs))
+            ctx.add(source, fn, stack)
+            ctx.out.stricter.append(
+                f"CLASS_ATTRS_MATCH on {source.name()}: jitguard's own guard on where the "
+                f"class lookup of {', '.join(map(repr, attrs))} finds what (torch guards none)"
+            )
+    if ctx.builtins and ctx.f_globals is not None:
+        # [Note: Builtins a global may shadow]
+        ctx.f_globals.setdefault(GLOBALS_SELF, ctx.f_globals)
+        ctx.out.shadowable_builtins = tuple(dict.fromkeys(ctx.builtins))
+        for name in ctx.out.shadowable_builtins:
+            fn = functools.partial(GuardBuilder.DICT_CONTAINS, key=name, invert=True)
+            ctx.add(GlobalSource(GLOBALS_SELF), fn)
+            ctx.out.stricter.append(
+                f"DICT_CONTAINS on G[{GLOBALS_SELF!r}]: jitguard's own guard that no global "
+                f"shadows the builtin {name!r} (torch guards the builtins dict only)"
+            )
     group = list(dict.fromkeys(ctx.aliasing))
     if len(group) > 1:
         fn = functools.partial(GuardBuilder.NO_ALIASING, others=tuple(group[1:]))
@@ -242,7 +307,6 @@ for _dyn, _jg in {
     "FUNCTION_MATCH": "ID_MATCH",
     "CLASS_MATCH": "CLASS_MATCH",
     "MODULE_MATCH": "MODULE_MATCH",
-    "BUILTIN_MATCH": "BUILTIN_MATCH",
     "BOOL_MATCH": "BOOL_MATCH",
     "NONE_MATCH": "NONE_MATCH",
     "NOT_NONE_MATCH": "NOT_NONE",
@@ -337,6 +401,25 @@ def _not_present(ctx: _Context, p: adapter.EntryParts, src: Source) -> None:
         raise Unconvertible("NOT_PRESENT_IN_GENERIC_DICT without an attribute name")
     attrs, _ = ctx.not_present.setdefault(src, ([], p.user_stack))
     attrs.append(attr)
+    if p.has_value:
+        ctx.class_attrs.setdefault(src, []).append(attr)
+        ctx.class_types[src] = type(p.value)
+
+
+#: The global under which jitguard.torch.compile binds a function's globals dict to itself,
+#: so that a check can ask what is absent from it ([Note: Builtins a global may shadow]).
+GLOBALS_SELF = "__jitguard_globals__"
+
+
+@register_kind_converter("BUILTIN_MATCH")
+def _builtin(ctx: _Context, p: adapter.EntryParts, src: Source) -> None:
+    ctx.add(src, GuardBuilder.BUILTIN_MATCH, p.user_stack)
+    base = getattr(src, "base", None)
+    if (
+        isinstance(src, DictGetItemSource) and isinstance(src.index, str)
+        and isinstance(base, GlobalSource) and base.global_name.startswith("__builtins_dict___")
+    ):
+        ctx.builtins.append(src.index)
 
 
 @register_kind_converter("EMPTY_NN_MODULE_HOOKS_DICT")
@@ -364,6 +447,11 @@ def _dict_keys(ctx: _Context, p: adapter.EntryParts, src: Source) -> None:
         ctx.add(src, GuardBuilder.DICT_VERSION, p.user_stack)
     else:
         ctx.add(src, GuardBuilder.DICT_KEYS_MATCH, p.user_stack)
+        if isinstance(p.value, collections.OrderedDict):
+            ctx.out.stricter.append(
+                f"DICT_KEYS_MATCH on {src.name()}: the OrderedDict's iteration order is "
+                f"compared too (torch compares dict.keys's order, which move_to_end leaves)"
+            )
 
 
 def _contains(invert: bool, kind: str) -> KindFn:

@@ -78,7 +78,8 @@ class DimensionMarking(GuardKind):
     compile time is still absent, one present holds a subset of what it held. Part of
     Dynamo's TENSOR_MATCH (its DIMENSION_DYNAMIC_MARKING leaf).
 
-    The generated check takes the common case in one C call: a tensor whose instance
+    The generated check takes the common cases without a call (an empty instance
+    ``__dict__``) or in one C call: a tensor whose instance
     ``__dict__`` holds none of the marking attributes passes whatever it was compiled with
     (an absent marking is always allowed). Only a tensor that carries a marking runs the
     full test. (Markings are instance attributes; a class attribute of that name on a
@@ -110,7 +111,9 @@ class DimensionMarking(GuardKind):
 
     def emit(self, var: str, params: MarkingSpec, ctx: EmitContext) -> str:
         full = f"{ctx.const(_marks_hold, 'marks_hold')}({var}, {ctx.const(params, 'marks')})"
-        return f"({ctx.const(_MARKS, 'marking_attrs')}.isdisjoint({var}.__dict__) or {full})"
+        # an empty instance dict (the usual tensor and parameter) is tested first: no call
+        return (f"(not {var}.__dict__ or "
+                f"{ctx.const(_MARKS, 'marking_attrs')}.isdisjoint({var}.__dict__) or {full})")
 
     def code(self, name: str, params: MarkingSpec) -> str:
         parts = []
