@@ -112,7 +112,7 @@ def test_dimension_marking_round_trip() -> None:
 def test_global_state_round_trip(restore_grad_mode: None) -> None:
     """GLOBAL_STATE over torch's states is written as names and values; the rebuilt check
     misses when a state changes, naming it as the original does."""
-    original, rebuilt, doc = round_trip([jg.GlobalStateSource().make_guard(GB.GLOBAL_STATE)], {})
+    original, rebuilt, _ = round_trip([jg.GlobalStateSource().make_guard(GB.GLOBAL_STATE)], {})
     names = [state.name for state, _ in rebuilt.leaves[0].params.values]
     assert "grad_enabled" in names and "autocast_cpu_dtype" in names
     assert same_verdicts(original, rebuilt, ()) == [True]
@@ -241,3 +241,23 @@ def test_sympy_decoding_builds_only_sympy_classes() -> None:
     assert "sympy.core.relational:Equality" in text
     with pytest.raises(jg.GuardSchemaError, match="os:system is not a loaded sympy class"):
         jg.import_guards(text.replace("sympy.core.relational:Equality", "os:system"))
+
+
+def test_class_attrs_match_round_trip() -> None:
+    """CLASS_ATTRS_MATCH (where the class lookup of ``forward`` finds it) survives the round
+    trip: a subclass overriding ``forward`` is rejected."""
+    class MyLinear(torch.nn.Linear):
+        def forward(self, x: Any) -> Any:
+            return x
+
+    c: Any = jgt.compile(torch.nn.Linear(2, 2), isolate_recompiles=True)
+    c(torch.ones(2))
+    (entry,) = c.cache.entries()
+    doc = json.loads(json.dumps(jg.export_guards(entry.check)))
+    kinds = {g["kind"] for g in doc["guards"]}
+    assert "CLASS_ATTRS_MATCH" in kinds or "TYPE_MATCH" in kinds
+    assert all(g["portable"] for g in doc["guards"])
+    rebuilt = jg.compile_guard_records(jg.import_guards(doc), arg_names=entry.check.arg_names,
+                                       f_globals=torch.nn.Linear.forward.__globals__)
+    assert same_verdicts(entry.check, rebuilt, (torch.nn.Linear(2, 2), torch.ones(2)),
+                         (MyLinear(2, 2), torch.ones(2))) == [True, False]

@@ -247,7 +247,9 @@ def test_store_another_dtype_is_not_used_and_the_reason_names_the_guard(project:
     run(project, "store", store, "eager", "2.0", "float32")
     other = run(project, "store", store, "eager", "2.0", "float64")
     assert other["compiles"] == 1 and other["equal"]
-    assert [e[0] for e in other["events"]] == ["loaded", "saved"], other["events"]
+    assert [e[0] for e in other["events"]] == ["loaded", "guard failed", "saved"]
+    assert other["events"][1][1].startswith(
+        "tensor 'L['x']' dtype mismatch. expected Float, actual Double")
     assert other["reasons"] == ["0/0: tensor 'L['x']' dtype mismatch. expected Float, actual Double"]
 
 

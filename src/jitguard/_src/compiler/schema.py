@@ -672,11 +672,13 @@ def _decode_snapshot(data: Any) -> Any:
 
 def _register_core_types() -> None:
     from ..global_state import GlobalStateSnapshot
-    from .python_kinds import _AttrsSpec
+    from .python_kinds import _AttrsSpec, _ClassAttr, _ClassAttrsSpec
 
     register_schema_codec(GlobalStateSnapshot, _encode_snapshot, _decode_snapshot,
                           name="jitguard:GlobalStateSnapshot")
     register_schema_type(_AttrsSpec)
+    register_schema_type(_ClassAttr)
+    register_schema_type(_ClassAttrsSpec)
 
 
 _register_core_types()
