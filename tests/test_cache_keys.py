@@ -401,3 +401,42 @@ def test_array_shape_item_keys_with_the_array_fact() -> None:
                for d in snap.dims)
     assert [disp.function(np.ones_like(v)) for v in values] == list(range(len(values)))
     assert disp.function(np.zeros(5)) == "miss" and disp.function(np.zeros((2, 2))) == "miss"
+
+
+class Mutable:
+    """``mode`` is a property over a field that changes between calls."""
+
+    reads = 0
+
+    def __init__(self, mode: Any) -> None:
+        self._mode = mode
+
+    @property
+    def mode(self) -> Any:
+        Mutable.reads += 1
+        return self._mode
+
+
+def test_attribute_keys_follow_a_mutated_object() -> None:
+    """A specialized function keyed on ``cfg.mode`` (a property): mutating the same object
+    between calls always reaches the entry for its current mode, never a stale one, and a
+    hit reads the property once."""
+
+    def compiler(request: Any) -> Any:
+        cfg = request.sources["cfg"]
+        request.add_guard(AttrSource(cfg, "mode"), GB.EQUALS_MATCH)
+        mode = request.values[0].mode
+        return lambda cfg: mode
+
+    fn = specialize(lambda cfg: cfg.mode, compiler=compiler, policy="types",
+                    global_state=False)
+    cfg = Mutable("a")
+    for mode in ("a", "b", 3, "a", 3.5, "b"):
+        cfg._mode = mode
+        assert fn(cfg) == mode
+    cache = cache_of(fn)
+    assert len(cache.entries()) == 4
+    assert any(d.source is not None for d in cache.snapshot().dims)
+    cfg._mode = "b"
+    Mutable.reads = 0
+    assert fn(cfg) == "b" and Mutable.reads == 1

@@ -44,6 +44,11 @@ hot path in ``cache.fast`` ([Note: The C hot path]).
 #     has: the call has no key. The reads are inside the ``try``, with the preconditions
 #     after them (a read that raises also means no key: no keyed entry's check holds when
 #     reading its source raises). With no derived dim the code is as above.
+#   * a union dim ([Note: Union dims]) is one key part computed by a chain of type tests,
+#     each fact's code only for the types chosen for it; it is never hoisted. Everything a
+#     layout is (its dims with their facts, sources and unions, the hoisted types, the
+#     gates, ``bases``) is plain data on ``Layout``, so another implementation of the hot
+#     path can follow it, and forward what it does not know to this code.
 """
 
 from __future__ import annotations
