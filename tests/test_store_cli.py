@@ -68,14 +68,16 @@ def test_show_prints_the_guard_set_and_the_artifact_size(stored: str) -> None:
     assert f"entry     {stored}" in out
     assert "function  test_store_cli:scale" in out
     assert "artifact  0 bytes" in out  # the default compiler's artifact is fn itself
-    assert "guards    2 (schema_version 1)" in out
+    # 2 guards, and GLOBAL_STATE when torch's states are registered (they are portable)
+    assert any(f"guards    {n} (schema_version 1)" in out for n in (2, 3))
     assert "  EQUALS_MATCH: L['k'] == 3" in out
     assert "  EQUALS_MATCH: L['x'] == 2" in out
     status, out = cli("cache", "show", stored[:40], "--json")
     assert status == 0
     data = json.loads(out)
     assert data["entry"] == stored.split(":")[1] and data["artifact_size"] == 0
-    assert [g["code"] for g in data["guards"]["guards"]] == ["L['k'] == 3", "L['x'] == 2"]
+    assert [g["code"] for g in data["guards"]["guards"]
+            if g["kind"] != "GLOBAL_STATE"] == ["L['k'] == 3", "L['x'] == 2"]
 
 
 def test_show_refuses_a_tampered_value(stored: str, store_dir: Path) -> None:

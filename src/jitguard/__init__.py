@@ -66,6 +66,7 @@ from ._src.contexts import active_fake_mode as active_fake_mode
 from ._src.contexts import compile_context as compile_context
 from ._src.contexts import detect_fake_mode as detect_fake_mode
 from ._src.contexts import tracing as tracing
+from ._src.errors import ArtifactError as ArtifactError
 from ._src.errors import CaptureError as CaptureError
 from ._src.errors import GuardCompileError as GuardCompileError
 from ._src.errors import GuardKindError as GuardKindError
@@ -146,6 +147,7 @@ __all__ = [
     "ArgContext",
     "ArgPolicy",
     "ArgRule",
+    "ArtifactError",
     "AttrSource",
     "BackwardStateSource",
     "CA_COMPILE_ID_PATTERN",

@@ -149,6 +149,69 @@ def test_capture_failures_and_user_errors_are_told_apart() -> None:
     assert not adapter.is_capture_failure(info.value)
 
 
+def test_saving_capture_gives_torch_serializable_forms() -> None:
+    """``capture(saving=True)``: the backend compiles under the AOT-compile config, and the
+    capture holds the program's bytecode, its module aliases, the backend id, the traced
+    code and the compiled graph as torch's SerializableCallable."""
+    from torch._dynamo.aot_compile_types import SerializableCallable
+
+    for backend in ("eager", "aot_eager"):
+        cap = adapter.capture(_f, (torch.randn(3), 2), {}, adapter.resolve_backend(backend),
+                              lambda es: [False] * len(es), saving=True)
+        assert cap.unsaved is None and cap.saved is not None
+        assert isinstance(cap.saved.compiled, SerializableCallable)
+        assert cap.saved.backend_id in cap.saved.bytecode.co_names
+        assert _f.__code__ in cap.saved.traced_code
+    assert set(adapter._SAVING_CONFIG) <= set(torch._functorch.config.get_config_copy())
+
+
+def test_saving_refuses_an_unserializable_backend() -> None:
+    """A backend returning a plain callable cannot be serialized: ``unsaved`` says so."""
+    def backend(gm: Any, inputs: Any) -> Any:
+        return lambda *a: gm(*a)
+
+    cap = adapter.capture(_f, (torch.randn(3), 2), {}, backend, lambda es: [False] * len(es),
+                          saving=True)
+    assert cap.saved is None
+    assert cap.unsaved == "the backend returned a function, which torch cannot serialize"
+
+
+def test_compiled_graph_and_code_round_trip() -> None:
+    """``dump_compiled``/``load_compiled`` and ``dump_code``/``load_code`` give back a graph
+    computing the same values and an equal code object."""
+    import pickle
+
+    cap = adapter.capture(_f, (torch.randn(3), 2), {}, adapter.resolve_backend("eager"),
+                          lambda es: [False] * len(es), saving=True)
+    assert cap.saved is not None
+    deserializer, data = pickle.loads(pickle.dumps(adapter.dump_compiled(cap.saved.compiled)))
+    graph = adapter.load_compiled(deserializer, data)
+    x = torch.randn(3)
+    assert torch.equal(graph(x)[0], cap.saved.compiled(x)[0])
+    code = adapter.load_code(pickle.loads(pickle.dumps(adapter.dump_code(cap.saved.bytecode))))
+    assert code.co_code == cap.saved.bytecode.co_code and code.co_names == cap.saved.bytecode.co_names
+    with pytest.raises(TypeError, match="expected a SerializedCode"):
+        adapter.load_code(b"x")
+
+
+def test_reserve_unique_ids_moves_dynamos_name_counter() -> None:
+    """After ``reserve_unique_ids(["__builtins_dict___N"])``, Dynamo's ``unique_id`` gives
+    only numbers above N, whatever the prefix."""
+    from torch._dynamo.bytecode_transformation import unique_id
+
+    n = int(unique_id("x").rsplit("_", 1)[-1]) + 50
+    adapter.reserve_unique_ids([f"__builtins_dict___{n}", "no_number_here"])
+    assert int(unique_id("__builtins_dict__").rsplit("_", 1)[-1]) > n
+
+
+def test_builtins_dict_is_the_module_builtins() -> None:
+    """``builtins_dict`` is the dict Dynamo binds for a module's builtins."""
+    import builtins
+
+    assert adapter.builtins_dict(_f.__globals__) is vars(builtins)
+    assert adapter.builtins_dict({"__builtins__": vars(builtins)}) is vars(builtins)
+
+
 def _sized(x: Any) -> Any:
     return x.sum(0) * x.shape[0] + x.stride(0) + x.storage_offset()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ArtifactError",
     "CaptureError",
     "GuardCompileError",
     "GuardKindError",
@@ -134,3 +135,9 @@ class StoreError(JitGuardError, RuntimeError):
 class StoreWarning(UserWarning):
     """A stored entry was refused (bad signature, corrupt, stale) or a tier failed (disk
     full, Redis down or slow): the function compiles instead, and the result is right."""
+
+
+class ArtifactError(JitGuardError, ValueError):
+    """A compiled artifact cannot be stored, or a stored one cannot be used in this process;
+    the message says why (a backend torch cannot serialize, code changed since it was
+    stored, ...)."""

@@ -1,6 +1,6 @@
 """The versioned JSON form of a compiled guard set: ``export_guards`` / ``import_guards``.
 
-May import: errors, guards, sources, compiler.*.
+May import: errors, guards, sources, global_state, compiler.*.
 
 # [Note: Guard set schema]
 # A guard set is written as one JSON document (``schema_version`` 1, described by the JSON
@@ -21,6 +21,21 @@ May import: errors, guards, sources, compiler.*.
 #     guards; compiling them (``compile_guard_records``) is refused with the reason.
 #   * Importing looks classes, functions and modules up in ``sys.modules`` only: a document
 #     never makes jitguard import anything.
+#   * Types with no dataclass form (``torch.dtype``, a spec holding a C++ checker or a weak
+#     reference) are written through a codec (``register_schema_codec``): ``encode`` gives
+#     a writable value, ``decode`` rebuilds the object from it (``{"$": "codec", ...}``).
+#     A GLOBAL_STATE snapshot is written as its states' names and values; reading it back
+#     needs the same guarded states registered ([Note: Portable global state]).
+#
+# [Note: Re-binding by name]
+# A class, function, module, builtin (``torch.relu``: found at ``torch.relu`` though its
+# qualname is ``_VariableFunctionsClass.relu``) or a module-level function's code object
+# (``F.layer_norm.__code__``) is written by where it lives and read back as the object
+# living there in the reading process. That is the meaning an identity guard on such an
+# object has in a new process: "the object the program was built against, found again by
+# name". It is sound only if the thing found again is the same program text: a guard set
+# never carries code, so whoever stores an artifact alongside it must check that the code
+# it was built from is unchanged (jitguard.torch.compile does: [Note: Stored captures]).
 # A document of a newer ``schema_version`` is refused with ``GuardSchemaError``.
 """
 
@@ -33,7 +48,7 @@ import json
 import math
 import sys
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 from ..errors import GuardSchemaError
@@ -52,6 +67,7 @@ __all__ = [
     "guard_schema",
     "guards_to_json",
     "import_guards",
+    "register_schema_codec",
     "register_schema_type",
     "source_from_json",
     "source_to_json",
@@ -94,6 +110,38 @@ def register_schema_type(tp: type) -> type:
         raise TypeError(f"register_schema_type takes a dataclass or NamedTuple, got {tp!r}")
     _record_types[_class_key(tp)] = tp
     return tp
+
+
+_codecs: dict[type, tuple[str, Callable[[Any], Any]]] = {}
+_base_codecs: list[tuple[type, tuple[str, Callable[[Any], Any]]]] = []
+_decoders: dict[str, Callable[[Any], Any]] = {}
+
+
+def register_schema_codec(
+    tp: type, encode: Callable[[Any], Any], decode: Callable[[Any], Any],
+    *, name: Optional[str] = None, subclasses: bool = False,
+) -> None:
+    """Let guard-set documents hold instances of exactly ``tp`` (with ``subclasses``, of any
+    subclass of it): ``encode(obj)`` returns a writable value (raising ``TypeError`` when
+    this object has none: its guard is then not portable, with that message as the
+    reason), ``decode(value)`` rebuilds the object (raising ``GuardSchemaError`` or
+    ``ValueError`` when it cannot). ``name`` (default ``module:qualname`` of ``tp``) is
+    what the document records."""
+    key = name or _class_key(tp)
+    if subclasses:
+        _base_codecs.append((tp, (key, encode)))
+    else:
+        _codecs[tp] = (key, encode)
+    _decoders[key] = decode
+
+
+def _codec_for(tp: type) -> Optional[tuple[str, Callable[[Any], Any]]]:
+    codec = _codecs.get(tp)
+    if codec is None:
+        for base, candidate in _base_codecs:
+            if issubclass(tp, base):
+                return candidate
+    return codec
 
 
 def _is_namedtuple(tp: Any) -> bool:
@@ -163,6 +211,14 @@ def _encode(value: Any) -> Any:
         if not is_long_lived(tp):
             raise _Unencodable(f"a member of {type_name(tp)}, a class of this process")
         return {"$": "enum", "class": _class_key(tp), "member": value.name}
+    codec = _codec_for(tp)
+    if codec is not None:
+        key, encode = codec
+        try:
+            raw = encode(value)
+        except TypeError as e:
+            raise _Unencodable(str(e)) from None
+        return {"$": "codec", "type": key, "value": _encode(raw)}
     if _class_key(tp) in _record_types:
         if _is_namedtuple(tp):
             fields = dict(zip(tp._fields, value, strict=True))
@@ -173,7 +229,8 @@ def _encode(value: Any) -> Any:
             "class": _class_key(tp),
             "fields": {k: _encode(v) for k, v in fields.items()},
         }
-    if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
+    if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType,
+                          types.CodeType)):
         return _encode_ident(Ident(value))
     raise _Unencodable(f"a {type_name(tp)} (no JSON form; see register_schema_type)")
 
@@ -188,7 +245,36 @@ def _encode_ident(ident: Ident) -> Any:
         return {"$": "object", "module": obj.__name__}
     if is_long_lived(obj):
         return {"$": "object", "class": f"{obj.__module__}:{obj.__qualname__}"}
+    home = _home_by_name(obj)
+    if home is not None:  # [Note: Re-binding by name]
+        return home
     raise _Unencodable(f"a {ident.type_name} of this process, held by identity", ident.id)
+
+
+def _home_by_name(obj: Any) -> Optional[dict[str, Any]]:
+    """Where a builtin exported under another name, or a module-level function's code
+    object, is found again ([Note: Re-binding by name]); None if nowhere."""
+    if isinstance(obj, types.BuiltinFunctionType):
+        module = getattr(obj, "__module__", None)
+        name = getattr(obj, "__name__", None)
+        mod = sys.modules.get(module) if isinstance(module, str) else None
+        if mod is not None and isinstance(name, str) and vars(mod).get(name) is obj:
+            return {"$": "object", "class": f"{module}:{name}"}
+        return None
+    if isinstance(obj, types.CodeType):
+        qualname = getattr(obj, "co_qualname", obj.co_name)
+        if "<" in qualname:
+            return None
+        for mod_name, mod in list(sys.modules.items()):
+            if getattr(mod, "__file__", None) != obj.co_filename:
+                continue
+            try:
+                fn = _lookup(mod_name, qualname)
+            except GuardSchemaError:
+                continue
+            if getattr(fn, "__code__", None) is obj:
+                return {"$": "object", "code": f"{mod_name}:{qualname}"}
+    return None
 
 
 def _decode(data: Any, where: str) -> Any:
@@ -230,6 +316,12 @@ def _decode(data: Any, where: str) -> Any:
                 if obj is None:
                     raise GuardSchemaError(f"{where}: module {data['module']} is not loaded")
                 return Ident(obj)
+            if "code" in data:
+                module, _, qualname = data["code"].partition(":")
+                code = getattr(_lookup(module, qualname), "__code__", None)
+                if not isinstance(code, types.CodeType):
+                    raise GuardSchemaError(f"{where}: {data['code']} is not a Python function")
+                return Ident(code)
             module, _, qualname = data["class"].partition(":")
             return Ident(_lookup(module, qualname))
         if tag == "source":
@@ -243,6 +335,17 @@ def _decode(data: Any, where: str) -> Any:
                 )
             fields = {k: _decode(v, where) for k, v in data["fields"].items()}
             return tp(**fields)
+        if tag == "codec":
+            decode = _decoders.get(data["type"])
+            if decode is None:
+                raise GuardSchemaError(
+                    f"{where}: no codec for {data['type']} in this process (import the "
+                    f"module that registers it: register_schema_codec)"
+                )
+            try:
+                return decode(_decode(data["value"], where))
+            except (GuardSchemaError, TypeError, ValueError) as e:
+                raise GuardSchemaError(f"{where}: {e}") from None
         if tag == "not_portable":
             return NotPortable(data["type"], data.get("id"))
     except GuardSchemaError:
@@ -255,7 +358,14 @@ def _decode(data: Any, where: str) -> Any:
 # ---- sources ---------------------------------------------------------------------------
 
 
-def _source_classes() -> dict[str, list[type]]:
+_classes_memo: dict[str, list[type]] = {}
+
+
+def _source_classes(name: Optional[str] = None) -> dict[str, list[type]]:
+    """Every loaded ``Source`` subclass by name and by ``module:qualname``. Walked again
+    only when ``name`` is not among those already found (a module loaded since)."""
+    if _classes_memo and (name is None or name in _classes_memo):
+        return _classes_memo
     out: dict[str, list[type]] = {}
     todo = [Source]
     seen: set[type] = set()
@@ -267,6 +377,8 @@ def _source_classes() -> dict[str, list[type]]:
                 todo.append(sub)
                 out.setdefault(sub.__name__, []).append(sub)
                 out.setdefault(_class_key(sub), []).append(sub)
+    _classes_memo.clear()
+    _classes_memo.update(out)
     return out
 
 
@@ -291,7 +403,7 @@ def _encode_source(source: Source) -> dict[str, Any]:
 def _decode_source(data: Any, where: str) -> Source:
     if not isinstance(data, dict) or "type" not in data or "fields" not in data:
         raise GuardSchemaError(f"{where}: {data!r} is not a source")
-    classes = _source_classes().get(data["type"], [])
+    classes = _source_classes(data["type"]).get(data["type"], [])
     if len(classes) != 1:
         what = "no loaded Source subclass" if not classes else "several Source subclasses"
         raise GuardSchemaError(
@@ -343,6 +455,12 @@ class GuardRecord:
 
     def guard_kind(self) -> GuardKind:
         """The registered kind of this name (loading integrations when needed)."""
+        if self.kind == "SHAPE_ENV" and self.params is not None:
+            # A shape guard's leaf is of the unregistered kind that checks its expression;
+            # the registered SHAPE_ENV is the marker on ShapeEnvSource(), which checks nothing.
+            from .shape import _SHAPE
+
+            return _SHAPE
         try:
             kind, _ = get_guard_kind(create_fn_for(self.kind))
         except AttributeError:
@@ -498,3 +616,69 @@ def guard_schema() -> dict[str, Any]:
     return schema
 
 
+
+
+# ---- portable global state -------------------------------------------------------------
+
+# [Note: Portable global state]
+# A GLOBAL_STATE snapshot is written as the names of the states it checks with their
+# values, and the names of every state registered in the writing process. Reading it
+# rebuilds the snapshot over this process's registered states of those names: a checked
+# name not registered here, or a state guarded here that the writer did not know of (a
+# state the artifact may depend on that nobody looked at), makes the guard unreadable. A
+# state the writer knew and left out (unguarded, or left out by the compiler with
+# ``states=``) stays out. A group checker is used only when every member's value now is the
+# recorded one (its snapshot then pins exactly the recorded values); otherwise those states
+# are compared one by one against the recorded values.
+
+
+def _encode_snapshot(snap: Any) -> Any:
+    from ..global_state import global_states
+
+    return {"values": [[state.name, value] for state, value in snap.values],
+            "known": sorted(s.name for s in global_states.states())}
+
+
+def _decode_snapshot(data: Any) -> Any:
+    from ..global_state import GlobalStateSnapshot, global_states
+
+    pairs, known = data["values"], set(data["known"])
+    names = [str(name) for name, _ in pairs]
+    recorded = {str(n): v for n, v in pairs}
+    unknown = {s.name for s in global_states.guarded()} - known
+    if unknown:
+        raise GuardSchemaError(
+            f"GLOBAL_STATE was written where the state(s) {sorted(unknown)} guarded in this "
+            f"process did not exist; the stored entry may depend on them"
+        )
+    try:
+        states = global_states.named(names)
+    except Exception as e:
+        raise GuardSchemaError(f"GLOBAL_STATE: {e}") from None
+    values = tuple((s, recorded[s.name]) for s in states)
+    checks = []
+    covered: set[int] = set()
+    for group in global_states.covering(states):
+        try:
+            same = all(m.read() == recorded[m.name] for m in group.members)
+        except Exception:
+            same = False
+        if same:
+            checks.append((group, group.snapshot()))
+            covered.update(id(m) for m in group.members)
+    rest = tuple((s, v) for s, v in values if id(s) not in covered)
+    return GlobalStateSnapshot(values, tuple(checks), rest)
+
+
+def _register_core_types() -> None:
+    from ..global_state import GlobalStateSnapshot
+    from .python_kinds import _AttrsSpec, _ClassAttr, _ClassAttrsSpec
+
+    register_schema_codec(GlobalStateSnapshot, _encode_snapshot, _decode_snapshot,
+                          name="jitguard:GlobalStateSnapshot")
+    register_schema_type(_AttrsSpec)
+    register_schema_type(_ClassAttr)
+    register_schema_type(_ClassAttrsSpec)
+
+
+_register_core_types()

@@ -28,6 +28,7 @@ torch into jitguard's registries:
   * EQUALS_MATCH constants: ``torch.dtype``, ``torch.device``, ``torch.Size``,
     ``torch.layout``, ``torch.memory_format``;
   * the sympy functions of torch's shape guards (``symbolic``);
+  * the guard-set document codecs of torch values and specs (``portable``);
   * fake-mode detection and the ``invoke_subgraph`` cache (``fake``);
   * argument rules for the specializing cache (``rules``), when the cache is present;
   * jitguard's logs and structured trace in torch's ``TORCH_LOGS``/``TORCH_TRACE``
@@ -64,6 +65,7 @@ def install() -> None:
             fake,
             logging_bridge,
             module_kinds,
+            portable,
             rules,
             state,
             symbolic,
@@ -88,6 +90,7 @@ def install() -> None:
         for tp in (torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format):
             builtin_kinds.register_constant_type(tp)
         symbolic.register_sympy_functions()
+        portable.register_codecs()
         rules.register_rules()
         logging_bridge.install()
         _installed = True

@@ -137,6 +137,8 @@ class Captured:
     # whether the capture could have baked in an autocast dtype
     # ([Note: Autocast dtypes a capture did not read])
     reads_autocast: bool = True
+    saved: Optional[SavedCapture] = None  # with saving=True: what serializing needs
+    unsaved: Optional[str] = None  # with saving=True: why it cannot be serialized
 
 
 def _capture_contexts(stack: ExitStack, dynamic: Optional[bool]) -> None:
@@ -159,10 +161,13 @@ def capture(
     *,
     dynamic: Optional[bool] = None,
     full_tree: bool = False,
+    saving: bool = False,
 ) -> Captured:
     """Capture ``fn(*args, **kwargs)`` as one graph, compile it with ``backend`` and build
     its guards ([Note: Capturing with Dynamo]). ``keep(entries)`` says which guards torch's
-    tree keeps. Raises one of ``GRAPH_BREAKS`` when there is no single graph."""
+    tree keeps. Raises one of ``GRAPH_BREAKS`` when there is no single graph. ``saving``:
+    compile the graph as ``aot_compile_fullgraph`` does, so that it can be serialized
+    (``Captured.saved``, or ``Captured.unsaved`` saying why not)."""
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"capture needs a Python function, got {fn!r}")
     seen: list[Any] = []
@@ -181,12 +186,18 @@ def capture(
         gco = out.graph_capture_output
         bi = out.backend_input
         gm = None
+        saved: Optional[SavedCapture] = None
+        unsaved: Optional[str] = None
         if bi is not None:
             gm = bi.graph_module
             tc = torch._guards.TracingContext(bi.fake_mode)
             tc.tensor_to_context = bi.tensor_to_context
-            with torch._guards.tracing(tc):
+            with torch._guards.tracing(tc), ExitStack() as saving_config:
+                if saving:
+                    saving_config.enter_context(torch._functorch.config.patch(_SAVING_CONFIG))
                 compiled = backend(gm, bi.example_inputs)
+            if saving:
+                saved, unsaved = _saved(gco, bi, gm, compiled)
             # Dynamo installed the graph module under this name; the backend's callable
             # runs instead.
             gco.f_globals[bi.backend_id] = compiled
@@ -201,6 +212,8 @@ def capture(
                     hooks=Hooks(guard_filter_fn=lambda es: [True] * len(es)),
                     save=False,
                 ).guard_manager
+    if saving and bi is None:
+        unsaved = "the capture made no graph"
     program = types.FunctionType(_fast_helpers(gco.bytecode, gco.f_globals), gco.f_globals,
                                  fn.__name__, gco.argdefs, gco.closure)
     if gco.kwdefaults:
@@ -218,6 +231,8 @@ def capture(
         closure=tuple(fn.__closure__ or ()),
         installed=(bi.backend_id,) if bi is not None else (),
         reads_autocast=any(_names_autocast(f) for f in folded) or _graph_names_autocast(gm),
+        saved=saved,
+        unsaved=unsaved,
     )
 
 
@@ -349,6 +364,118 @@ def _fast_helpers(code: types.CodeType, f_globals: dict[str, Any]) -> types.Code
 def function_modes_active() -> bool:
     """Whether torch's function-mode stack holds a mode now."""
     return bool(_len_modes())
+
+
+# ---- [Note: Stored captures], torch's side -----------------------------------------------
+
+# What ``aot_compile_fullgraph`` sets while the backend compiles, so that an AOTAutograd
+# backend ("aot_eager", "inductor") returns a compiled function with a ``serialize``.
+_SAVING_CONFIG = {
+    "strict_autograd_cache": True,
+    "bypass_autograd_cache_key": True,
+    "bundled_autograd_cache": True,
+    "force_non_lazy_backward_lowering": True,
+    "force_autograd_cache": True,
+}
+
+
+@dataclasses.dataclass
+class SavedCapture:
+    """What serializing one capture needs: the program's bytecode, the module aliases it
+    reads as globals, the names of the globals Dynamo bound to the builtins dict, the name it calls its compiled graph by, the
+    compiled graph in torch's serializable form, and every code object Dynamo traced."""
+
+    bytecode: types.CodeType
+    import_sources: dict[str, str]
+    builtins_names: tuple[str, ...]
+    backend_id: str
+    compiled: Any  # a torch._dynamo.aot_compile_types.SerializableCallable
+    traced_code: tuple[types.CodeType, ...]
+
+
+def _saved(gco: Any, bi: Any, gm: torch.fx.GraphModule,
+           compiled: Any) -> tuple[Optional[SavedCapture], Optional[str]]:
+    from torch._dynamo.aot_compile_types import (
+        BundledAOTAutogradSerializableCallable,
+        GraphModuleSerializableCallable,
+        SerializableCallable,
+    )
+
+    if next(gm.parameters(), None) is not None or next(gm.buffers(), None) is not None:
+        # their values would be stored with the graph instead of read from the module
+        return None, "the graph holds parameters or buffers of its own"
+    if isinstance(compiled, SerializableCallable):
+        serializable: Any = compiled
+    elif getattr(compiled, "serialize", None) is not None:
+        serializable = BundledAOTAutogradSerializableCallable(compiled)
+    elif compiled is gm or compiled == gm.forward:
+        serializable = GraphModuleSerializableCallable(gm)
+    else:
+        return None, f"the backend returned a {type(compiled).__qualname__}, which torch cannot serialize"
+    env = gco.get_runtime_env()
+    # Dynamo guards builtins through a global it binds to the module's builtins dict
+    # (``G['__builtins_dict___0']['iter']``): its names are kept, to be bound again on load.
+    scope_builtins = builtins_dict(gco.f_globals)
+    builtins_names = tuple(k for k, v in gco.f_globals.items()
+                           if k.startswith("__builtins_dict__") and v is scope_builtins)
+    return SavedCapture(env.bytecode, dict(env.import_sources), builtins_names, bi.backend_id,
+                        serializable, tuple(gco.traced_code)), None
+
+
+def reserve_unique_ids(names: Sequence[str]) -> None:
+    """Make Dynamo's ``unique_id`` (one counter for every prefix: ``__builtins_dict___3``)
+    never again give a name ending in a number up to those of ``names``, so that a later
+    capture in this process does not install a global under a name a loaded entry bound
+    (Dynamo refuses a name already in the scope)."""
+    import itertools
+
+    import torch._dynamo.bytecode_transformation as bt
+
+    highest = -1
+    for name in names:
+        tail = name.rsplit("_", 1)[-1]
+        if tail.isdigit():
+            highest = max(highest, int(tail))
+    if highest >= 0:
+        bt._unique_id_counter = itertools.count(max(highest + 1, next(bt._unique_id_counter)))
+
+
+def builtins_dict(f_globals: dict[str, Any]) -> dict[str, Any]:
+    """The builtins dict of a module's globals, as Dynamo binds it
+    (``__builtins__`` is a module or its dict)."""
+    from torch._dynamo.output_graph import get_builtins_dict
+
+    return get_builtins_dict(f_globals)
+
+
+def dump_compiled(compiled: Any) -> tuple[Any, bytes]:
+    """torch's serialized form of a compiled graph: (its deserializer, bytes)."""
+    cls = type(compiled)
+    return cls.deserialize_compile_artifacts, cls.serialize_compile_artifacts(compiled)
+
+
+def load_compiled(deserializer: Any, data: bytes) -> Any:
+    """The compiled graph ``dump_compiled`` wrote (as ``AOTCompiledFunction.deserialize``
+    loads it)."""
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(enable_autograd_for_aot=True):
+        return deserializer(data)
+
+
+def dump_code(code: types.CodeType) -> Any:
+    """A picklable form of a code object (torch's ``SerializedCode``)."""
+    from torch._dynamo.package import SerializedCode
+
+    return SerializedCode.from_code_object(code)
+
+
+def load_code(data: Any) -> types.CodeType:
+    from torch._dynamo.package import SerializedCode
+
+    if not isinstance(data, SerializedCode):
+        raise TypeError(f"expected a SerializedCode, got {type(data).__name__}")
+    return SerializedCode.to_code_object(data)
 
 
 _reset_callbacks: list[Callable[[], None]] = []

@@ -67,10 +67,11 @@ from ..cache.request import CompileRequest
 from ..cache.specialize import FunctionCache
 from ..cache.stance import no_recompiles
 from ..cache.stats import CacheStats
-from ..errors import CaptureError, GuardMismatchError
+from ..errors import ArtifactError, CaptureError, GuardMismatchError
 from ..guards import Source
 from ..sources import GlobalSource, GlobalStateSource, LocalSource
-from . import adapter
+from ..store.tiers import StoreLike
+from . import adapter, stored
 from .compiled import CompiledFunction, EntryInfo
 from .convert import GLOBALS_SELF
 from .delegated import Delegation
@@ -119,6 +120,11 @@ class TorchCompiler:
         # for closure guards), removed when the cache dies ([Note: Shared entries])
         self.installed: list[str] = []
         self.function_source: Optional[Source] = None
+        self.fn: Optional[Callable[..., Any]] = None
+        # [Note: Stored captures]: with a store, each capture is compiled to be serialized;
+        # ``saved`` maps an artifact to what serializing it needs, or why it cannot be
+        self.saving = False
+        self.saved: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
     # ---- verify mode, on a miss -----------------------------------------------------------
     def _verify_miss(self, request: CompileRequest) -> None:
@@ -157,7 +163,7 @@ class TorchCompiler:
         try:
             cap = adapter.capture(
                 request.fn, args, kwargs, self.backend_fn, keep,  # type: ignore[arg-type]
-                dynamic=self.dynamic, full_tree=self.verify,
+                dynamic=self.dynamic, full_tree=self.verify, saving=self.saving,
             )
         except Exception as e:
             if not adapter.is_capture_failure(e):
@@ -186,9 +192,48 @@ class TorchCompiler:
         info.forget_entries()
         if adapter.function_modes_active():  # [Note: A hit's cost]
             cap.fn = adapter.without_function_modes(cap.fn)
-        if self.verify:
-            return info.verified(self.where, request.signature.bind)
-        return cap.fn
+        artifact = info.verified(self.where, request.signature.bind) if self.verify else cap.fn
+        if self.saving:
+            self.saved[artifact] = (
+                f"{sum(cap.kept)} of its guards are checked by torch's guard tree, which is "
+                f"not stored" if cap.tree is not None else (cap.saved or cap.unsaved)
+            )
+            cap.saved = None
+        return artifact
+
+    # ---- the store's side ([Note: Stored captures]) ---------------------------------------
+    def serialize(self, artifact: Any) -> bytes:
+        """The bytes of an entry's artifact: torch's serialized program and graph. Raises
+        ``ArtifactError`` saying why when this entry cannot be stored."""
+        saved = self.saved.get(artifact) if _weakrefable(artifact) else None
+        if saved is None:
+            raise ArtifactError(f"{self.where}: this entry runs the function eagerly (its "
+                                f"capture failed) or was not compiled for a store")
+        if isinstance(saved, str):
+            raise ArtifactError(f"{self.where}: {saved}")
+        assert isinstance(self.fn, types.FunctionType)
+        return stored.dump(saved, self.fn)
+
+    def deserialize(self, data: bytes, fn: Any) -> Callable[..., Any]:
+        """The program of a stored entry, over ``fn``'s live globals (its guards are the
+        store's to check). Raises ``ArtifactError`` when it cannot be used here."""
+        return stored.load(data, fn, self.installed)
+
+    def store_environment(self) -> dict[str, str]:
+        """What a stored entry's key holds besides the function: torch's version, the
+        backend and options, the CPU capability and any CUDA device."""
+        env = {
+            "torch": torch.__version__,
+            "backend": adapter.backend_name(self.backend),
+            "fullgraph": str(self.fullgraph),
+            "dynamic": str(self.dynamic),
+            "cpu": torch.backends.cpu.get_cpu_capability(),
+        }
+        if torch.cuda.is_available():
+            env["cuda"] = ",".join(
+                f"{torch.cuda.get_device_name(i)}:{torch.cuda.get_device_capability(i)}"
+                for i in range(torch.cuda.device_count()))
+        return env
 
     @staticmethod
     def _global_state(request: CompileRequest, cap: adapter.Captured) -> Callable[..., Any]:
@@ -243,6 +288,14 @@ class TorchCompiler:
         return request.fn
 
 
+def _weakrefable(obj: Any) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
+
+
 def _only_own_guards(entry: Any, info: EntryInfo, values: tuple[Any, ...]) -> bool:
     """Whether every guard of ``entry`` that rejects ``values`` is one jitguard checks more
     strictly than torch on purpose: GLOBAL_STATE (every registered state), or one the
@@ -277,12 +330,19 @@ class DynamoCache(FunctionCache):
     """A ``FunctionCache`` whose recompile limit follows ``torch._dynamo.config`` when the
     user gave none, and whose stats count capture failures and delegated entries."""
 
-    def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int]) -> None:
+    def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int],
+                 store: StoreLike = None) -> None:
         self._fixed_limit = limit
         self._torch_compiler = compiler
+        compiler.fn = fn
+        # the conversion's source classes must be loaded before stored guards are read
+        _converter()
         super().__init__(fn, compiler, recompile_limit=limit or adapter.recompile_limit(),
-                         automatic_dynamic=False, policy=_NO_RULES, global_state=False)
+                         automatic_dynamic=False, policy=_NO_RULES, global_state=False,
+                         store=store)
         compiler.cache = self
+        # [Note: Stored captures]: with a store, captures are compiled to be serialized
+        compiler.saving = self._persist is not None
         f_globals = getattr(fn, "__globals__", None)
         if isinstance(f_globals, dict):
             # bound here too, not only by a conversion that needs it: an entry loaded from a
@@ -399,7 +459,7 @@ _R = TypeVar("_R")
 def compile(
     model_or_fn: Callable[_P, _R], /, *, backend: Any = ..., fullgraph: bool = ...,
     dynamic: Optional[bool] = ..., verify: Optional[bool] = ..., isolate_recompiles: bool = ...,
-    recompile_limit: Optional[int] = ...,
+    recompile_limit: Optional[int] = ..., store: StoreLike = ...,
 ) -> Callable[_P, _R]: ...
 
 
@@ -407,7 +467,7 @@ def compile(
 def compile(
     model_or_fn: None = None, /, *, backend: Any = ..., fullgraph: bool = ...,
     dynamic: Optional[bool] = ..., verify: Optional[bool] = ..., isolate_recompiles: bool = ...,
-    recompile_limit: Optional[int] = ...,
+    recompile_limit: Optional[int] = ..., store: StoreLike = ...,
 ) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
 
 
@@ -421,6 +481,7 @@ def compile(
     verify: Optional[bool] = None,
     isolate_recompiles: bool = False,
     recompile_limit: Optional[int] = None,
+    store: StoreLike = None,
 ) -> Any:
     """Compile ``model_or_fn`` with TorchDynamo's full-graph capture, jitguard checking the
     guards ([Note: jitguard.torch.compile on Dynamo]). ``backend``: "eager" (default),
@@ -430,12 +491,15 @@ def compile(
     ``verify=True`` (or ``JITGUARD_VERIFY=1``): torch's own guard tree is evaluated beside
     jitguard's check on every call; a disagreement raises ``GuardMismatchError``.
     ``isolate_recompiles``: keep entries apart from other wrappers of the same function.
-    ``recompile_limit``: None follows ``torch._dynamo.config.recompile_limit``. Usable as a
+    ``recompile_limit``: None follows ``torch._dynamo.config.recompile_limit``. ``store``:
+    keep entries across processes, as ``specialize(..., store=)`` takes it (a ``Store``, a
+    directory, True for the default one, False for none; None: ``JITGUARD_STORE`` decides),
+    each one torch's own serialization of its capture ([Note: Stored captures]). Usable as a
     decorator, with or without arguments."""
     if model_or_fn is None:
         return functools.partial(
             compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, verify=verify,
-            isolate_recompiles=isolate_recompiles, recompile_limit=recompile_limit,
+            isolate_recompiles=isolate_recompiles, recompile_limit=recompile_limit, store=store,
         )
     if dynamic not in (None, True, False):
         raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
@@ -451,17 +515,19 @@ def compile(
     def make() -> DynamoCache:
         compiler = TorchCompiler(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
                                  verify=bool(verify), where=where)
-        cache = DynamoCache(fn, compiler, recompile_limit)
+        cache = DynamoCache(fn, compiler, recompile_limit, store)
         cache.where = where
         cache._job.where = where
         return cache
 
-    cache = _cache_for(fn, (backend_key, fullgraph, dynamic, bool(verify), recompile_limit),
-                       isolate_recompiles, make)
+    store_key = store if isinstance(store, (bool, str, type(None))) else (
+        os.fspath(store) if isinstance(store, os.PathLike) else id(store))
+    cache = _cache_for(fn, (backend_key, fullgraph, dynamic, bool(verify), recompile_limit,
+                            store_key), isolate_recompiles, make)
     remake = None
     if isinstance(model_or_fn, torch.nn.Module):
         def remake() -> Any:
             return compile(model_or_fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
                            verify=verify, isolate_recompiles=isolate_recompiles,
-                           recompile_limit=recompile_limit)
+                           recompile_limit=recompile_limit, store=store)
     return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles, remake)

@@ -1,0 +1,153 @@
+"""Benchmark: the first call of a ``jitguard.torch.compile``d model in a fresh process, cold
+(compiled, then stored) against warm (loaded from the store's SQLite tier, or from its Redis
+tier with an empty local tier).
+
+Run by hand (not a timed test):
+
+    .venv/bin/python bench/bench_store.py                 # full run (eager and aot_eager)
+    .venv/bin/python bench/bench_store.py --quick         # short run
+    .venv/bin/python bench/bench_store.py --json          # last line: one JSON object
+    .venv/bin/python bench/bench_store.py --inductor      # inductor too (minutes per cold run)
+
+Models (bench/_torch_models.py): the MLP of 10 Linear layers (width 32, input 4x32) and a
+small pre-norm transformer block (width 64, 4 heads, input 2x8x64).
+
+Method: each figure is one fresh Python process (``subprocess``) that imports torch and
+jitguard, builds the model (seeded), runs it eagerly once (so the first run of torch's
+kernels is in neither figure), then times its first call through
+``jitguard.torch.compile(model, backend=..., store=Store(dir, redis_url=...))``. A
+repetition is three processes: *cold* (a new store directory and a new Redis prefix: the
+call compiles, and the entry is saved to both tiers), *warm sqlite* (the same directory, no
+Redis: the entry is loaded from SQLite), *warm redis* (a new, empty directory and the same
+Redis prefix: loaded from Redis). Every warm process must report the entry loaded and no
+compile, else the run fails. All processes sign with one ``JITGUARD_CACHE_KEY``. Figures
+are medians over the repetitions (7, or 3 with ``--quick``); ratios are cold / warm.
+Redis at ``JITGUARD_REDIS_URL`` (default redis://127.0.0.1:6379/0); the bench's keys are
+deleted at the end. Goals (issue 12): warm from SQLite >= 10x faster than cold, from Redis
+>= 5x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent / "src"
+REDIS_URL = os.environ.get("JITGUARD_REDIS_URL") or "redis://127.0.0.1:6379/0"
+KEY = "jitguard-bench-store-key-0123456789"
+
+
+def child(model: str, backend: str, directory: str, redis: str, prefix: str) -> None:
+    """One fresh process: time the first compiled call, print one JSON line."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    import torch
+    from _torch_models import MLP, Block
+
+    import jitguard as jg
+    import jitguard.torch as jgt
+
+    torch.manual_seed(0)
+    m: Any = MLP() if model == "mlp" else Block()
+    x = torch.randn(4, 32) if model == "mlp" else torch.randn(2, 8, 64)
+    m(x)  # torch's kernels run once before timing, in every process alike
+    store = jg.Store(directory, redis_url=redis or None, redis_prefix=prefix)
+    c: Any = jgt.compile(m, backend=backend, store=store)
+    t0 = time.perf_counter()
+    y = c(x)
+    first = time.perf_counter() - t0
+    assert torch.allclose(y, m(x), atol=1e-5)
+    events = [e.outcome for e in c.cache.store_events()]
+    print(json.dumps({"first_s": first, "compiles": c.cache.stats().compiles,
+                      "events": events}))
+
+
+def spawn(model: str, backend: str, directory: str, redis: str, prefix: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]),
+           "JITGUARD_CACHE_KEY": KEY, "JITGUARD_STORE": "0"}
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", model, backend, directory,
+         redis, prefix],
+        env=env, capture_output=True, text=True, timeout=1800,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {model} {backend} failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def one_rep(model: str, backend: str, tmp: Path) -> dict[str, float]:
+    prefix = f"jitguard-bench-{uuid.uuid4().hex}"
+    local = tmp / uuid.uuid4().hex
+    empty = tmp / uuid.uuid4().hex
+    cold = spawn(model, backend, str(local), REDIS_URL, prefix)
+    warm_sqlite = spawn(model, backend, str(local), "", prefix)
+    warm_redis = spawn(model, backend, str(empty), REDIS_URL, prefix)
+    _drop_prefix(prefix)
+    if cold["compiles"] != 1 or "saved" not in cold["events"]:
+        raise RuntimeError(f"{model}/{backend}: the cold process did not compile and save: {cold}")
+    for name, warm in (("sqlite", warm_sqlite), ("redis", warm_redis)):
+        if warm["compiles"] != 0 or "loaded" not in warm["events"]:
+            raise RuntimeError(f"{model}/{backend}: the warm {name} process did not load: {warm}")
+    return {"cold": cold["first_s"], "sqlite": warm_sqlite["first_s"],
+            "redis": warm_redis["first_s"]}
+
+
+def _drop_prefix(prefix: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(f"{prefix}:*"):
+        client.delete(key)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="3 repetitions instead of 7")
+    ap.add_argument("--json", action="store_true", help="end with one JSON line")
+    ap.add_argument("--inductor", action="store_true", help="the inductor backend too")
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    reps = 3 if args.quick else 7
+    backends = ["eager", "aot_eager"] + (["inductor"] if args.inductor else [])
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="jitguard-bench-store-") as tmp:
+        for model in ("mlp", "block"):
+            for backend in backends:
+                samples = [one_rep(model, backend, Path(tmp)) for _ in range(reps)]
+                med = {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+                row = {
+                    "cold_ms": med["cold"] * 1e3,
+                    "warm_sqlite_ms": med["sqlite"] * 1e3,
+                    "warm_redis_ms": med["redis"] * 1e3,
+                    "ratio_sqlite": med["cold"] / med["sqlite"],
+                    "ratio_redis": med["cold"] / med["redis"],
+                    "samples": samples,
+                }
+                results[f"{model}/{backend}"] = row
+                print(f"{model:6s} {backend:10s} cold {row['cold_ms']:8.1f} ms   "
+                      f"warm sqlite {row['warm_sqlite_ms']:7.1f} ms ({row['ratio_sqlite']:5.1f}x, "
+                      f"goal 10x)   warm redis {row['warm_redis_ms']:7.1f} ms "
+                      f"({row['ratio_redis']:5.1f}x, goal 5x)", flush=True)
+    if args.json:
+        print(json.dumps({"bench": "store", "reps": reps, "quick": args.quick,
+                          "python": platform.python_version(), "results": results}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+"""Stored jitguard.torch.compile entries (jitguard/_src/torch/stored.py, the compiler's
+serialize/deserialize): torch's serialized capture, re-bound and checked in a new process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import jitguard as jg  # noqa: E402
+import jitguard.torch as jgt  # noqa: E402
+
+SRC = str(Path(jg.__file__).resolve().parents[1])
+G_FN: Any = None
+
+MODELS = '''
+import torch
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self, width=8, scale=2.0):
+        super().__init__()
+        self.lin = torch.nn.Linear(width, width)
+        self.scale = scale
+
+    def forward(self, x):
+        return helper(self.lin(x)) * self.scale
+
+
+def helper(y):
+    return torch.relu(y)
+'''
+
+# One process: compile (or load), call, and report what happened as JSON on stdout.
+RUNNER = '''
+import json, sys, warnings
+import torch
+import jitguard as jg, jitguard.torch as jgt
+import models
+from jitguard._src.compiler.schema import compile_guard_records, export_guards, import_guards
+
+mode, where, backend, scale, dtype = sys.argv[1:6]
+torch.manual_seed(0)
+m = models.Scaled(scale=float(scale)).to(getattr(torch, dtype))
+x = torch.ones(4, 8, dtype=getattr(torch, dtype))
+store = None
+if mode.startswith("store"):
+    redis_url = sys.argv[6] if len(sys.argv) > 6 else None
+    store = jg.Store(where, redis_url=redis_url, redis_prefix=sys.argv[7] if redis_url else None)
+c = jgt.compile(m, backend=backend, isolate_recompiles=True, store=store)
+compiler = c.compiler
+compiler.saving = True
+out = {}
+if mode.startswith("store"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = c(x)
+        y2 = c(x)
+    out["compiles"] = c.cache.stats().compiles
+    out["events"] = [[e.outcome, e.reason] for e in c.cache.store_events()]
+    out["reasons"] = c.cache.reasons()
+    out["warnings"] = [str(w.message) for w in caught]
+    out["equal"] = bool(torch.allclose(y, m(x))) and bool(torch.allclose(y2, m(x)))
+elif mode == "save":
+    y = c(x)
+    entry = c.cache.entries()[0]
+    doc = export_guards(entry.check, arg_names=c.cache.signature.params)
+    with open(where + "/guards.json", "w") as f:
+        json.dump(doc, f)
+    with open(where + "/artifact.bin", "wb") as f:
+        f.write(compiler.serialize(entry.artifact))
+    out["y"] = y.double().sum().item()
+else:
+    records = import_guards(open(where + "/guards.json").read())
+    fwd = type(m).forward
+    try:
+        check = compile_guard_records(records, arg_names=("self", "x"), f_globals=fwd.__globals__)
+        program = compiler.deserialize(open(where + "/artifact.bin", "rb").read(), fwd)
+    except jg.JitGuardError as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+    else:
+        out["hit"] = bool(check(m, x))
+        out["reasons"] = [str(f) for f in check.explain(m, x)]
+        if out["hit"]:
+            out["y"] = program(m, x).double().sum().item()
+        out["expected"] = m(x).double().sum().item()
+print("RESULT " + json.dumps(out))
+'''
+
+
+def run(tmp_path: Path, *args: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(tmp_path)]),
+           "JITGUARD_CACHE_KEY": "storetorch-test-key-0123456789"}
+    proc = subprocess.run([sys.executable, str(tmp_path / "runner.py"), *args], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
+    result: dict[str, Any] = json.loads(line[len("RESULT "):])
+    return result
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "runner.py").write_text(RUNNER)
+    return tmp_path
+
+
+def test_artifact_round_trip_in_a_new_process(project: Path) -> None:
+    """Stored in one process, the entry's guards hold for the same call in another and its
+    program computes what the module computes there (parameters read from the live module)."""
+    saved = run(project, "save", str(project), "eager", "2.0", "float32")
+    loaded = run(project, "load", str(project), "eager", "2.0", "float32")
+    assert loaded["hit"] is True and loaded["reasons"] == []
+    assert loaded["y"] == pytest.approx(loaded["expected"])
+    assert saved["y"] == pytest.approx(loaded["expected"])
+
+
+def test_another_dtype_is_rejected_naming_the_guard(project: Path) -> None:
+    """A stored entry is not used for a float64 module and input; the reason names the tensor."""
+    run(project, "save", str(project), "eager", "2.0", "float32")
+    loaded = run(project, "load", str(project), "eager", "2.0", "float64")
+    assert loaded["hit"] is False
+    assert loaded["reasons"][0] == "tensor 'L['x']' dtype mismatch. expected Float, actual Double"
+
+
+def test_changed_baked_in_attribute_is_rejected(project: Path) -> None:
+    """The graph bakes in ``self.scale``: a module of the same structure with another scale
+    is rejected, naming the attribute's guard."""
+    run(project, "save", str(project), "eager", "2.0", "float32")
+    loaded = run(project, "load", str(project), "eager", "3.0", "float32")
+    assert loaded["hit"] is False
+    assert loaded["reasons"] == ["L['self'].scale == 2.0 failed: got 3.0"]
+
+
+def test_changed_inlined_code_makes_the_entry_unusable(project: Path) -> None:
+    """Editing a function the graph inlined (``helper``) after storing: the identity guard on
+    it re-binds by name, so the stored code fingerprint refuses the entry, naming it."""
+    run(project, "save", str(project), "eager", "2.0", "float32")
+    models = project / "models.py"
+    models.write_text(models.read_text().replace("torch.relu(y)", "torch.tanh(y)"))
+    loaded = run(project, "load", str(project), "eager", "2.0", "float32")
+    assert loaded["error"] == (
+        "ArtifactError: the code of models.helper changed since the entry was stored"
+    )
+
+
+def test_moving_code_keeps_the_entry_usable(project: Path) -> None:
+    """Line numbers are not part of the fingerprint: code moved down the file still loads."""
+    run(project, "save", str(project), "eager", "2.0", "float32")
+    models = project / "models.py"
+    models.write_text("\n\n# a comment\n" + models.read_text())
+    assert run(project, "load", str(project), "eager", "2.0", "float32")["hit"] is True
+
+
+@pytest.mark.parametrize("backend", ["aot_eager"])
+def test_aot_backends_round_trip(project: Path, backend: str) -> None:
+    """AOTAutograd's bundled entry (aot_eager) is stored and loaded as well."""
+    run(project, "save", str(project), backend, "2.0", "float32")
+    loaded = run(project, "load", str(project), backend, "2.0", "float32")
+    assert loaded["hit"] is True and loaded["y"] == pytest.approx(loaded["expected"])
+
+
+def test_unserializable_backend_is_not_stored() -> None:
+    """A backend whose compiled graph torch cannot serialize: serialize says so."""
+    def backend(gm: Any, inputs: Any) -> Any:
+        return lambda *a: gm(*a)
+
+    def f(x: Any) -> Any:
+        return x + 1
+
+    c: Any = jgt.compile(f, backend=backend, isolate_recompiles=True)
+    c.compiler.saving = True
+    c(torch.ones(2))
+    with pytest.raises(jg.ArtifactError, match="the backend returned a function, which torch "
+                                               "cannot serialize"):
+        c.compiler.serialize(c.cache.entries()[0].artifact)
+
+
+def test_closure_is_not_stored() -> None:
+    """A function with a closure is not stored: its guards read the cells through a global
+    of this process."""
+    k = torch.ones(2)
+
+    def f(x: Any) -> Any:
+        return x + k
+
+    c: Any = jgt.compile(f, isolate_recompiles=True)
+    c.compiler.saving = True
+    c(torch.ones(2))
+    with pytest.raises(jg.ArtifactError, match="has a closure"):
+        c.compiler.serialize(c.cache.entries()[0].artifact)
+
+
+def test_lambda_traced_is_not_stored() -> None:
+    """A function calling a lambda made at run time: Dynamo traced code that cannot be
+    found again by name, so the entry is not stored."""
+    global G_FN
+    G_FN = lambda y: y * 2  # noqa: E731 - a function with no qualified name to find
+
+    def f(x: Any) -> Any:
+        return G_FN(x) + 1
+
+    c: Any = jgt.compile(f, isolate_recompiles=True)
+    c.compiler.saving = True
+    c(torch.ones(2))
+    with pytest.raises(jg.ArtifactError, match="cannot be found again by name"):
+        c.compiler.serialize(c.cache.entries()[0].artifact)
+
+
+def test_store_environment_names_torch_backend_and_cpu() -> None:
+    """The key's environment holds torch's version, the backend, the options and the CPU."""
+    c: Any = jgt.compile(lambda x: x, backend="aot_eager", isolate_recompiles=True)
+    env = c.compiler.store_environment()
+    assert env["torch"] == torch.__version__ and env["backend"] == "aot_eager"
+    assert env["cpu"] == torch.backends.cpu.get_cpu_capability()
+    assert {"fullgraph", "dynamic"} <= set(env)
+
+
+
+
+# ---- through the store: jitguard.torch.compile(..., store=...) ----------------------------
+
+
+def test_store_hit_in_a_new_process_without_compiling(project: Path) -> None:
+    """Compiled and saved in one process; in the next, the entry is loaded from SQLite, its
+    guards hold, and the call runs it: no compile, the module's results."""
+    store = str(project / "store")
+    first = run(project, "store", store, "eager", "2.0", "float32")
+    assert first["compiles"] == 1 and [e[0] for e in first["events"]] == ["saved"]
+    second = run(project, "store", store, "eager", "2.0", "float32")
+    assert second["compiles"] == 0 and second["equal"]
+    assert [e[0] for e in second["events"]] == ["loaded"] and second["warnings"] == []
+
+
+def test_store_another_dtype_is_not_used_and_the_reason_names_the_guard(project: Path) -> None:
+    """A float64 module and input in the new process: the loaded entry rejects the call,
+    the reason names the tensor guard, and the function compiles."""
+    store = str(project / "store")
+    run(project, "store", store, "eager", "2.0", "float32")
+    other = run(project, "store", store, "eager", "2.0", "float64")
+    assert other["compiles"] == 1 and other["equal"]
+    assert [e[0] for e in other["events"]] == ["loaded", "guard failed", "saved"]
+    assert other["events"][1][1].startswith(
+        "tensor 'L['x']' dtype mismatch. expected Float, actual Double")
+    assert other["reasons"] == ["0/0: tensor 'L['x']' dtype mismatch. expected Float, actual Double"]
+
+
+def test_store_changed_baked_in_attribute_is_rejected(project: Path) -> None:
+    """Same structure, another ``scale`` (baked into the graph): rejected, naming the guard."""
+    store = str(project / "store")
+    run(project, "store", store, "eager", "2.0", "float32")
+    other = run(project, "store", store, "eager", "3.0", "float32")
+    assert other["compiles"] == 1 and other["equal"]
+    assert other["reasons"] == ["0/0: L['self'].scale == 2.0 failed: got 3.0"]
+
+
+def test_store_changed_inlined_code_is_rejected(project: Path) -> None:
+    """An inlined helper edited between the processes: the stored entry is rejected (its
+    code fingerprint), with a warning naming the function, and the call compiles."""
+    store = str(project / "store")
+    run(project, "store", store, "eager", "2.0", "float32")
+    models = project / "models.py"
+    models.write_text(models.read_text().replace("torch.relu(y)", "torch.tanh(y)"))
+    other = run(project, "store", store, "eager", "2.0", "float32")
+    assert other["compiles"] == 1 and other["equal"]
+    (rejected,) = [e for e in other["events"] if e[0] == "rejected"]
+    assert rejected[1] == ("deserialize raised ArtifactError: the code of models.helper changed "
+                           "since the entry was stored")
+
+
+def test_store_through_redis_with_an_empty_local_tier(project: Path) -> None:
+    """Saved to Redis by one process; another with an empty local directory loads it from
+    Redis and does not compile."""
+    import uuid
+
+    redis = pytest.importorskip("redis")
+    url = os.environ.get("JITGUARD_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    prefix = f"jitguard-test-storetorch-{uuid.uuid4().hex}"
+    try:
+        first = run(project, "store", str(project / "a"), "aot_eager", "2.0", "float32", url, prefix)
+        assert first["compiles"] == 1
+        second = run(project, "store", str(project / "b"), "aot_eager", "2.0", "float32", url, prefix)
+        assert second["compiles"] == 0 and second["equal"]
+        assert [e[0] for e in second["events"]] == ["loaded"]
+    finally:
+        client = redis.Redis.from_url(url)
+        for key in client.scan_iter(f"{prefix}:*"):
+            client.delete(key)
