@@ -10,7 +10,9 @@ DOCS_STAMP := $(VENV)/.docs-installed
 venv: $(STAMP)
 
 # setup.py builds the optional C hot path in place (src/jitguard/_src/_speedups*.so).
-$(STAMP): pyproject.toml constraints.txt setup.py src/jitguard/_src/_speedups.c
+# Its C sources: _speedups.c and the parts it includes.
+SPEEDUPS_SRC := $(wildcard src/jitguard/_src/_speedups.c src/jitguard/_src/_speedups*.h)
+$(STAMP): pyproject.toml constraints.txt setup.py $(SPEEDUPS_SRC)
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet -c constraints.txt -e '.[dev,torch]'

@@ -35,10 +35,20 @@ class optional_build_ext(build_ext):
               file=sys.stderr)
 
 
+# One translation unit: _speedups.c includes the header and the other parts, listed as
+# depends so that a change to any of them rebuilds the extension.
+SPEEDUPS_PARTS = [
+    "src/jitguard/_src/_speedups.h",
+    "src/jitguard/_src/_speedups_facts.c.h",
+    "src/jitguard/_src/_speedups_state.c.h",
+    "src/jitguard/_src/_speedups_dispatch.c.h",
+]
+
 extensions = []
 if os.environ.get("JITGUARD_NO_SPEEDUPS") != "1":
     extensions.append(
-        Extension("jitguard._src._speedups", ["src/jitguard/_src/_speedups.c"], optional=True)
+        Extension("jitguard._src._speedups", ["src/jitguard/_src/_speedups.c"],
+                  depends=SPEEDUPS_PARTS, optional=True)
     )
 
 setup(ext_modules=extensions, cmdclass={"build_ext": optional_build_ext})

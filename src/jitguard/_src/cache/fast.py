@@ -100,7 +100,7 @@ if _speedups is not None:
 
 _enabled = _speedups is not None
 
-# The codes of ``_speedups.State`` (see _speedups.c).
+# The codes of ``_speedups.State`` (see _speedups.h).
 MODE_FORWARD, MODE_NODIMS, MODE_EXACT, MODE_KEYED = 0, 1, 2, 3
 PRE_NONE, PRE_IS, PRE_SET = 0, 1, 2
 EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN, EXPR_ARRAY, EXPR_INT_CLASS, EXPR_PTR, EXPR_UNION = range(8)
