@@ -13,7 +13,7 @@ import pytest
 
 import jitguard as jg
 from jitguard._src import logs
-from jitguard._src.cache import specialize as specialize_module
+from jitguard._src.cache import miss as miss_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -164,13 +164,13 @@ def test_compile_guards_dispatch_logs(capsys: pytest.CaptureFixture[str]) -> Non
 def test_nothing_formatted_when_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """With every log off, a recompile does not build its log message."""
     calls: list[int] = []
-    real = specialize_module.format_recompile
+    real = miss_module.format_recompile
 
     def counting(*args: object, **kwargs: object) -> str:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(specialize_module, "format_recompile", counting)
+    monkeypatch.setattr(miss_module, "format_recompile", counting)
     f = jg.specialize(lambda n: n)
     f(1)
     f(2)

@@ -1,5 +1,6 @@
 """The specializing cache of one function (``FunctionCache``), its miss path and its
-inspection API; ``cache.decorators`` holds ``specialize`` and ``cache_of``, its public face.
+inspection API; ``cache.decorators`` holds ``specialize`` and ``cache_of``, its public face,
+and ``cache.miss`` the part of the miss path that falls back, refuses or compiles.
 
 May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` module.
 
@@ -9,9 +10,10 @@ May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` mo
 # candidates with full checks, lock-free, on the current snapshot. Only when no entry
 # accepts the call does it take the function's compile lock, look again (another thread
 # may just have compiled what this call needs: it then waits for that compile and uses
-# it, so a compile happens once), decide between compiling, falling back and raising
-# ([Note: Recompile limits]), record why the entries closest to the call rejected it
-# ([Note: Recompile reasons]: explained when read), and compile:
+# it, so a compile happens once), and then (``cache.miss.serve_miss``) decide between
+# compiling, falling back and raising ([Note: Recompile limits]), record why the entries
+# closest to the call rejected it ([Note: Recompile reasons]: explained when read), and
+# compile:
 #   1. a ``CompileId`` (``<frame id>/<compile count>``; the frame id is taken at the
 #      function's first compile), ``compile_context(CompileContext(id))``;
 #   2. per attempt: ``tracing(TracingContext(None))`` with ``fn``'s frame as the user
@@ -39,34 +41,26 @@ import inspect
 import itertools
 import logging
 import threading
-import time
 import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Optional, ParamSpec, TypeVar, Union
 
 from ..guards import Source
 from ..ids import CompileId
-from .compile import CompileJob, identity_compiler, int_value_sources
+from .compile import CompileJob, identity_compiler
 from .dispatch import RESCAN_BELOW, Snapshot, build_snapshot, choose_dims
 from .entry import CacheEntry
 from .keys import Dispatcher, Layout, compute_layout
 from .lru import Lru
+from .miss import in_own_compile, serve_miss
 from .observe import CompileInfo, CompileLog, dispatch_log
 from .persist import Persistence, StoreEvent, load_stored, open_persistence
 from .policy import ArgPolicy, root_name
 from .presets import resolve_policy
-from .reasons import (
-    EXPLAINED,
-    HISTORY,
-    RecompileHistory,
-    RecompileRecord,
-    format_recompile,
-    keepable,
-    log,
-)
+from .reasons import HISTORY, RecompileHistory, RecompileRecord, log
 from .request import CompileRequest, SourceLike, as_source
 from .signature import Signature
-from .stance import check_on_limit, refuse
+from .stance import check_on_limit
 from .stats import CacheStats, Counters, track
 
 __all__ = ["FunctionCache", "identity_compiler"]
@@ -75,7 +69,6 @@ Compiler = Callable[[CompileRequest], Callable[..., Any]]
 _P = ParamSpec("_P")  # the wrapped function's parameters and result (see cache.decorators)
 _R = TypeVar("_R")
 _frame_ids = itertools.count()
-_tls = threading.local()
 _DEFAULT_LIMIT = 8
 _UNSET: Any = object()
 
@@ -226,8 +219,7 @@ class FunctionCache(Generic[_P, _R]):
             if dispatch_log.isEnabledFor(logging.DEBUG):
                 dispatch_log.debug("%s: hit %s off the fast path", self.where, entry.compile_id)
             return self.signature.forward(entry.artifact, *values)
-        compiling = getattr(_tls, "compiling", None)
-        if compiling is not None and id(self) in compiling:
+        if in_own_compile(self):
             self._counters.bump("misses")
             self._counters.bump("fallbacks")
             dispatch_log.info("%s: called from inside its own compile: runs uncompiled", self.where)
@@ -244,112 +236,8 @@ class FunctionCache(Generic[_P, _R]):
                     self._lru.touch(entry)
                 target = entry.artifact
             else:
-                target = self._serve_miss(values)
+                target = serve_miss(self, values)
         return self.signature.forward(target, *values)
-
-    def _serve_miss(self, values: tuple[Any, ...]) -> Callable[..., Any]:
-        """Under the lock, no entry accepts ``values``: what to call instead."""
-        self._counters.bump("misses")
-        recompile = self._compiles > 0
-        # Loaded entries that reject the call are explained like compiled ones, but the
-        # first compile of this process is not a recompile ([Note: Persistent entries]).
-        explained = recompile or bool(self._entries)
-        limit = self.recompile_limit
-        past_limit = limit is not None and self._compiles >= limit
-        if past_limit and self.on_limit == "fallback" and self._warned:
-            self._counters.bump("fallbacks")
-            dispatch_log.info("%s: miss past the recompile limit: runs the fallback", self.where)
-            return self.fallback
-        if dispatch_log.isEnabledFor(logging.INFO):
-            size = len(self._snapshot)
-            dispatch_log.info("%s: miss: %s", self.where,
-                              f"{size} entries rejected the call" if size else "no entry yet")
-        covered: list[CacheEntry] = []
-        unexplained = 0
-        if explained:
-            covered, unexplained = self._snapshot.closest(values, EXPLAINED)
-        refused = refuse(
-            self.where, covered, values, unexplained=unexplained, recompile=recompile,
-            past_limit=past_limit, forbidden=self.error_on_recompile, limit=limit,
-            on_limit=self.on_limit, fallback=self.fallback if self.fallback is not self.fn else None,
-        )
-        if refused is not None:  # past the limit, falling back: warned once, now
-            self._warned = True
-            self._history.add(refused)
-            self._counters.bump("fallbacks")
-            return self.fallback
-        record: Optional[RecompileRecord] = None
-        if explained:
-            # [Note: Recompile reasons]: explained when read, unless the values may change.
-            if keepable(values):
-                record = RecompileRecord(None, pending=covered, values=values,
-                                         unexplained=unexplained)
-            else:
-                record = RecompileRecord.explained_now(None, covered, values,
-                                                       unexplained=unexplained)
-        made_dynamic: frozenset[Source] = frozenset()
-        if record is not None and self.automatic_dynamic:
-            made_dynamic = int_value_sources(covered, record.entries, values,
-                                             self.signature.params, self._job.f_globals,
-                                             self._static)
-        compile_id = self._new_compile_id()
-        names = tuple(sorted(s.name() for s in made_dynamic))
-        if record is not None:
-            record.made_dynamic = names
-            if log.isEnabledFor(logging.INFO):
-                log.info("%s", format_recompile(self.where, compile_id, record.entries, names,
-                                                unexplained))
-        compiling = getattr(_tls, "compiling", None)
-        if compiling is None:
-            compiling = _tls.compiling = set()
-        compiling.add(id(self))
-        cache_size = len(self._snapshot)
-        started = time.perf_counter()
-        try:
-            done = self._job.run(
-                compile_id, values, dynamic=self._dynamic | self._auto | made_dynamic,
-                static=self._static, recompile=recompile,
-                on_restart=lambda: self._counters.bump("restarts"),
-            )
-        except BaseException as e:
-            self._counters.bump("failures")
-            self._compile_log.failed(compile_id, started, e, cache_size=cache_size,
-                                     record=record)
-            raise
-        finally:
-            compiling.discard(id(self))
-        if done.mutated:
-            # [Note: Arguments changed by the compiler]: the artifact serves this call only.
-            self._compiles += 1
-            self._counters.bump("compiles")
-            self._auto = done.dynamic - self._dynamic
-            self._static = done.static
-            log.warning(
-                "%s: the compiler of %s changed its arguments (a visited part now holds "
-                "another object); its artifact serves this call, no entry is kept",
-                self.where, compile_id,
-            )
-            self._compile_log.compiled(compile_id, started, values, None,
-                                       cache_size=cache_size, record=record)
-            return done.artifact
-        assert done.check is not None
-        entry = self._join(compile_id, done.artifact, done.check, done.request.dynamic_sources)
-        dynamic, static = done.dynamic, done.static
-        self._compiles += 1
-        self._counters.bump("compiles")
-        self._auto = dynamic - self._dynamic
-        self._static = static
-        if record is not None:
-            record.compile_id = compile_id
-            self._history.add(record)
-        if self._persist is not None:
-            self._persist.save(entry)
-        # [Note: Compile events]; the compile log and the guards log say the rest.
-        self._compile_log.compiled(compile_id, started, values, entry, cache_size=cache_size,
-                                   record=record)
-        if self.maxsize is not None:
-            self._evict_over(self.maxsize)
-        return entry.artifact
 
     def _new_compile_id(self) -> CompileId:
         """The next compile id of this function (the frame id is taken on first use)."""
