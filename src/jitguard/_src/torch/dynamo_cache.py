@@ -39,7 +39,7 @@ from ..errors import ArtifactError, CaptureError, GuardMismatchError
 from ..guards import Source
 from ..sources import GlobalSource, GlobalStateSource, LocalSource
 from ..store.tiers import StoreLike
-from . import adapter, stored
+from . import adapter, adapter_runtime, stored
 from .compiled import EntryInfo
 from .convert import GLOBALS_SELF
 from .delegated import Delegation
@@ -158,8 +158,8 @@ class TorchCompiler:
         if cap.tree is not None:
             self._delegate(request, info)
         info.forget_entries()
-        if adapter.function_modes_active():  # [Note: A hit's cost]
-            cap.fn = adapter.without_function_modes(cap.fn)
+        if adapter_runtime.function_modes_active():  # [Note: A hit's cost]
+            cap.fn = adapter_runtime.without_function_modes(cap.fn)
         artifact = info.verified(self.where, request.signature.bind) if self.verify else cap.fn
         if self.saving:
             self.saved[artifact] = (
@@ -365,7 +365,7 @@ def _clear_all() -> None:
         cache.clear()
 
 
-adapter.on_reset(_clear_all)
+adapter_runtime.on_reset(_clear_all)
 
 
 def _with(stats: CacheStats, **extra: int) -> CacheStats:
