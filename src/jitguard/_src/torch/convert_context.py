@@ -50,7 +50,7 @@ class Unconverted(NamedTuple):
 
 @dataclasses.dataclass
 class Conversion:
-    """What ``convert_guards`` returns; see the module docstring."""
+    """What ``convert_guards`` returns; see the docstring of ``convert``."""
 
     guards: list[Guard] = dataclasses.field(default_factory=list)
     shape_guards: list[ShapeGuard] = dataclasses.field(default_factory=list)
@@ -106,6 +106,9 @@ class Context:
 
 
 class TensorSeen(NamedTuple):
+    """A tensor TENSOR_MATCH guards, its static sizes and strides (None: the shape guards
+    decide that one)."""
+
     source: Source
     sizes: tuple[Optional[int], ...]
     strides: Optional[tuple[Optional[int], ...]]  # None: not strided
