@@ -17,7 +17,8 @@ May import: errors, guards, sources, global_state, compiler.*.
 #     keys, objects held by identity, and registered record types.
 #   * An object held by identity is portable when it lives as long as its module (a
 #     class, function or module found again at its ``__module__``/``__qualname__``:
-#     [Note: Identity binding]). Any other object belongs to this process: the guard is
+#     [Note: Identity binding]), or is found again by name (a builtin, a function's code
+#     object, a member of such an enum class: [Note: Re-binding by name]). Any other object belongs to this process: the guard is
 #     written with ``"portable": false``, its sources and a reason, never dropped. So is a
 #     guard whose expectation holds something with no JSON form. Importing keeps such
 #     guards; compiling them (``compile_guard_records``) is refused with the reason.

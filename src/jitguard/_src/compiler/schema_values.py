@@ -6,10 +6,12 @@ May import: errors, guards, compiler.values.
 
 # [Note: Re-binding by name]
 # A class, function, module, builtin (``torch.relu``: found at ``torch.relu`` though its
-# qualname is ``_VariableFunctionsClass.relu``) or a module-level function's code object
-# (``F.layer_norm.__code__``) is written by where it lives and read back as the object
-# living there in the reading process. That is the meaning an identity guard on such an
-# object has in a new process: "the object the program was built against, found again by
+# qualname is ``_VariableFunctionsClass.relu``), a module-level function's code object
+# (``F.layer_norm.__code__``) or a member of a module-level enum class (``Color.RED``:
+# the class found at its ``__module__``/``__qualname__``, the member by name, refused on
+# reading unless its value is still the recorded one) is written by where it lives and
+# read back as the object living there in the reading process. That is the meaning an
+# identity guard on such an object has in a new process: "the object the program was built against, found again by
 # name". It is sound only if the thing found again is the same program text: a guard set
 # never carries code, so whoever stores an artifact alongside it must check that the code
 # it was built from is unchanged (jitguard.torch.compile does: [Note: Stored captures]).
@@ -23,7 +25,7 @@ import json
 import math
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 from ..errors import GuardSchemaError
@@ -213,8 +215,11 @@ def _encode_ident(ident: Ident) -> Any:
 
 
 def _home_by_name(obj: Any) -> Optional[dict[str, Any]]:
-    """Where a builtin exported under another name, or a module-level function's code
-    object, is found again ([Note: Re-binding by name]); None if nowhere."""
+    """Where a builtin exported under another name, a module-level function's code
+    object, or a member of a module-level enum class is found again ([Note: Re-binding by
+    name]); None if nowhere."""
+    if issubclass(type(obj), enum.Enum):  # type(), never __class__, which a proxy may fake
+        return _enum_home(obj)
     if isinstance(obj, types.BuiltinFunctionType):
         module = getattr(obj, "__module__", None)
         name = getattr(obj, "__name__", None)
@@ -236,6 +241,42 @@ def _home_by_name(obj: Any) -> Optional[dict[str, Any]]:
             if getattr(fn, "__code__", None) is obj:
                 return {"$": "object", "code": f"{mod_name}:{qualname}"}
     return None
+
+
+def _enum_home(member: enum.Enum) -> Optional[dict[str, Any]]:
+    """An enum member by its class's home, its name and its value; None when the class is
+    not found at its ``__module__``/``__qualname__``, the member is not that class's
+    member of its name, or its value has no JSON form (nothing to check it by)."""
+    cls = type(member)
+    if not is_long_lived(cls):
+        return None
+    name = member._name_
+    if not isinstance(name, str) or cls.__members__.get(name) is not member:
+        return None
+    try:
+        value = _encode(member._value_)
+    except _Unencodable:
+        return None
+    return {"$": "object", "enum": _class_key(cls), "member": name, "value": value}
+
+
+def _decode_enum_member(data: Mapping[str, Any], where: str) -> enum.Enum:
+    """The member ``_enum_home`` wrote, found again by class and name, refused unless its
+    value is still the recorded one ([Note: Re-binding by name])."""
+    module, _, qualname = data["enum"].partition(":")
+    cls = _lookup(module, qualname)
+    if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
+        raise GuardSchemaError(f"{where}: {data['enum']} is not an enum class")
+    member = cls.__members__.get(data["member"])
+    if member is None:
+        raise GuardSchemaError(f"{where}: {data['enum']} has no member {data['member']!r}")
+    recorded = _decode(data["value"], where)
+    if type(member._value_) is not type(recorded) or member._value_ != recorded:
+        raise GuardSchemaError(
+            f"{where}: {data['enum']}.{data['member']} is {member._value_!r} in this "
+            f"process, {recorded!r} where the guard set was written (the enum changed)"
+        )
+    return member
 
 
 def _decode(data: Any, where: str) -> Any:
@@ -277,6 +318,8 @@ def _decode(data: Any, where: str) -> Any:
                 if obj is None:
                     raise GuardSchemaError(f"{where}: module {data['module']} is not loaded")
                 return Ident(obj)
+            if "enum" in data:
+                return Ident(_decode_enum_member(data, where))
             if "code" in data:
                 module, _, qualname = data["code"].partition(":")
                 code = getattr(_lookup(module, qualname), "__code__", None)
