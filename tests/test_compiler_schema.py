@@ -292,6 +292,60 @@ def test_long_lived_objects_are_portable() -> None:
         assert not rebuilt({**frame, name: other}), name
 
 
+def test_identity_guard_on_an_enum_member_re_binds_by_name() -> None:
+    """An ID_MATCH on a member of a module-level enum is written by class, name and value;
+    the rebuilt check passes that member and fails another member or an equal value."""
+    check = jg.compile_guards([jg.LocalSource("c").make_guard(GB.ID_MATCH)],
+                              f_locals={"c": Color.RED})
+    doc = jg.export_guards(check)
+    _validate(doc)
+    (g,) = doc["guards"]
+    assert g["portable"] is True
+    assert g["expect"] == {
+        "$": "object", "enum": f"{__name__}:Color", "member": "RED", "value": 1,
+    }
+    rebuilt = jg.compile_guard_records(jg.import_guards(json.dumps(doc)))
+    assert rebuilt({"c": Color.RED})
+    assert not rebuilt({"c": Color.BLUE})
+    assert not rebuilt({"c": 1})
+    assert [str(f) for f in rebuilt.explain({"c": Color.BLUE})] == [
+        str(f) for f in check.explain({"c": Color.BLUE})
+    ]
+
+
+def test_enum_member_whose_value_changed_is_refused() -> None:
+    """Reading an enum member whose value is no longer the recorded one (or a member that
+    is gone) is refused, naming the guard and the change."""
+    check = jg.compile_guards([jg.LocalSource("c").make_guard(GB.ID_MATCH)],
+                              f_locals={"c": Color.RED})
+    doc = jg.export_guards(check)
+    changed = json.loads(json.dumps(doc))
+    changed["guards"][0]["expect"]["value"] = 3
+    with pytest.raises(jg.GuardSchemaError) as e:
+        jg.import_guards(changed)
+    assert str(e.value) == (
+        f"the ID_MATCH guard on L['c']: {__name__}:Color.RED is 1 in this process, 3 where "
+        f"the guard set was written (the enum changed)"
+    )
+    changed["guards"][0]["expect"].update(member="GREEN", value=1)
+    with pytest.raises(jg.GuardSchemaError, match="Color has no member 'GREEN'"):
+        jg.import_guards(changed)
+
+
+def test_enum_member_of_a_local_class_is_not_portable() -> None:
+    """A member of an enum class defined in a function has no home to re-bind from: its
+    identity guard stays not portable."""
+
+    class Local(enum.Enum):
+        A = 1
+
+    check = jg.compile_guards([jg.LocalSource("c").make_guard(GB.ID_MATCH)],
+                              f_locals={"c": Local.A})
+    (g,) = jg.export_guards(check)["guards"]
+    assert g["portable"] is False
+    assert "held by identity" in g["reason"]
+
+
 def test_schema_file_ships_in_the_package() -> None:
     """The JSON Schema is package data, itself a valid draft 2020-12 schema."""
     schema = jg.guard_schema()

@@ -601,6 +601,71 @@ def _save_doc(store: Store, f: Any, doc: dict[str, Any]) -> None:
     ))
 
 
+ENUM_MODULE = '''
+import enum, json, sys
+import jitguard
+
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+class Plain:
+    compiles = 0
+
+    def __call__(self, request):
+        Plain.compiles += 1
+        return request.fn
+
+    def serialize(self, artifact):
+        return b"plain"
+
+    def deserialize(self, data, fn):
+        return fn
+
+
+def paint(c, n):
+    return f"{c.name}:{n}"
+
+
+g = jitguard.specialize(paint, compiler=Plain(), store=True, global_state=False)
+results = [g(getattr(Color, name), 1) for name in sys.argv[1:]]
+print(json.dumps({
+    "results": results, "compiles": Plain.compiles,
+    "events": [[e.outcome, e.reason] for e in jitguard.cache_of(g).store_events()],
+}))
+'''
+
+
+def test_entry_keyed_on_an_enum_member_is_stored_and_reloaded(tmp_path: Path,
+                                                              store_dir: Path) -> None:
+    """An entry whose default guard is an identity guard on an enum argument is saved, and a
+    new process loads it for that member and compiles anew for another member."""
+    (tmp_path / "enummod.py").write_text(ENUM_MODULE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JITGUARD_")}
+    env.update(PYTHONPATH=f"{tmp_path}{os.pathsep}{SRC}",
+               JITGUARD_CACHE_DIR=os.environ["JITGUARD_CACHE_DIR"])
+
+    def run_enum(*members: str) -> dict[str, Any]:
+        out = subprocess.run([sys.executable, str(tmp_path / "enummod.py"), *members], env=env,
+                             capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stderr
+        data: dict[str, Any] = json.loads(out.stdout)
+        return data
+
+    cold = run_enum("RED")
+    assert cold["results"] == ["RED:1"] and cold["compiles"] == 1
+    assert [e[0] for e in cold["events"]] == ["saved"], cold["events"]
+    warm = run_enum("RED", "BLUE", "RED")
+    assert warm["results"] == ["RED:1", "BLUE:1", "RED:1"]
+    assert warm["compiles"] == 1  # BLUE only: the loaded RED entry never passes BLUE
+    assert [e[0] for e in warm["events"]] == ["loaded", "saved"], warm["events"]
+    again = run_enum("BLUE", "RED")
+    assert again["compiles"] == 0
+    assert sorted(e[0] for e in again["events"]) == ["loaded", "loaded"]
+
+
 def test_loading_never_imports_a_module(store_dir: Path) -> None:
     """A stored guard naming a module that is not loaded is rejected with that reason, and
     the module is still not imported afterwards (loading only looks in sys.modules)."""

@@ -1,5 +1,6 @@
-"""One test per torch internal that jitguard/_src/torch/adapter.py relies on: a torch upgrade
-that moves one fails here, by name."""
+"""One test per torch internal that jitguard/_src/torch/adapter.py and its siblings
+adapter_stored.py and adapter_runtime.py rely on (adapter_sources.py has its own file): a
+torch upgrade that moves one fails here, by name."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from jitguard._src.torch import adapter  # noqa: E402
+from jitguard._src.torch import adapter, adapter_runtime, adapter_stored  # noqa: E402
 
 SCALE = 2.0
 
@@ -63,11 +64,11 @@ def test_capture_gives_guards_program_and_tree() -> None:
     assert all(cap.kept) and cap.tree is not None and cap.graph_module is not None
     x = torch.ones(3)
     torch.testing.assert_close(cap.fn(x, 1), _f(x, 1))
-    assert adapter.tree_check(cap.tree, {"x": x, "n": 1})
-    assert not adapter.tree_check(cap.tree, {"x": torch.ones(4), "n": 1})
+    assert adapter_runtime.tree_check(cap.tree, {"x": x, "n": 1})
+    assert not adapter_runtime.tree_check(cap.tree, {"x": torch.ones(4), "n": 1})
     old, SCALE = SCALE, 5.0
     try:  # the float global was baked in: the tree guards it
-        assert not adapter.tree_check(cap.tree, {"x": x, "n": 1})
+        assert not adapter_runtime.tree_check(cap.tree, {"x": x, "n": 1})
     finally:
         SCALE = old
     assert cap.installed and all(name in globals() for name in cap.installed)
@@ -83,15 +84,15 @@ def test_full_tree_for_verify_mode() -> None:
     """full_tree=True builds a second tree holding every guard."""
     cap = _capture(keep_all=False, full=True)
     assert cap.full_tree is not None
-    assert adapter.tree_check(cap.full_tree, {"x": torch.ones(3), "n": 1})
-    assert not adapter.tree_check(cap.full_tree, {"x": torch.ones(3), "n": 2})
+    assert adapter_runtime.tree_check(cap.full_tree, {"x": torch.ones(3), "n": 1})
+    assert not adapter_runtime.tree_check(cap.full_tree, {"x": torch.ones(3), "n": 2})
 
 
 def test_check_verbose_words_the_failure() -> None:
     """check_verbose gives torch's failure text; empty when the tree holds."""
     cap = _capture()
-    assert adapter.check_verbose(cap.tree, {"x": torch.ones(3), "n": 1}) == []
-    (first, *_) = adapter.check_verbose(cap.tree, {"x": torch.ones(4), "n": 1})
+    assert adapter_runtime.check_verbose(cap.tree, {"x": torch.ones(3), "n": 1}) == []
+    (first, *_) = adapter_runtime.check_verbose(cap.tree, {"x": torch.ones(4), "n": 1})
     assert "size mismatch at index 0. expected 3, actual 4" in first
 
 
@@ -113,22 +114,22 @@ def test_frame_locals_reads_cells_then_params() -> None:
     def g(x: Any) -> Any:
         return x + k
 
-    assert adapter.frame_locals(("k",), g.__closure__, ("x",), (1,)) == {"k": 3, "x": 1}
+    assert adapter_runtime.frame_locals(("k",), g.__closure__, ("x",), (1,)) == {"k": 3, "x": 1}
 
 
 def test_graph_is_dynamic_reads_placeholders() -> None:
     """A graph captured with dynamic=True takes symbolic sizes; a static one does not."""
     static = _capture()
-    assert adapter.graph_is_dynamic(static.graph_module) is False
+    assert adapter_runtime.graph_is_dynamic(static.graph_module) is False
     dyn = adapter.capture(_f, (torch.ones(3), 1), {}, adapter.resolve_backend("eager"),
                           lambda es: [True] * len(es), dynamic=True)
-    assert adapter.graph_is_dynamic(dyn.graph_module) is True
+    assert adapter_runtime.graph_is_dynamic(dyn.graph_module) is True
 
 
 def test_reset_hook_runs_after_torch_reset() -> None:
     """on_reset callbacks run after torch._dynamo.reset()."""
     seen: list[int] = []
-    adapter.on_reset(lambda: seen.append(1))
+    adapter_runtime.on_reset(lambda: seen.append(1))
     torch._dynamo.reset()
     assert seen == [1]
 
@@ -162,7 +163,7 @@ def test_saving_capture_gives_torch_serializable_forms() -> None:
         assert isinstance(cap.saved.compiled, SerializableCallable)
         assert cap.saved.backend_id in cap.saved.bytecode.co_names
         assert _f.__code__ in cap.saved.traced_code
-    assert set(adapter._SAVING_CONFIG) <= set(torch._functorch.config.get_config_copy())
+    assert set(adapter_stored._SAVING_CONFIG) <= set(torch._functorch.config.get_config_copy())
 
 
 def test_saving_refuses_an_unserializable_backend() -> None:
@@ -184,14 +185,14 @@ def test_compiled_graph_and_code_round_trip() -> None:
     cap = adapter.capture(_f, (torch.randn(3), 2), {}, adapter.resolve_backend("eager"),
                           lambda es: [False] * len(es), saving=True)
     assert cap.saved is not None
-    deserializer, data = pickle.loads(pickle.dumps(adapter.dump_compiled(cap.saved.compiled)))
-    graph = adapter.load_compiled(deserializer, data)
+    deserializer, data = pickle.loads(pickle.dumps(adapter_stored.dump_compiled(cap.saved.compiled)))
+    graph = adapter_stored.load_compiled(deserializer, data)
     x = torch.randn(3)
     assert torch.equal(graph(x)[0], cap.saved.compiled(x)[0])
-    code = adapter.load_code(pickle.loads(pickle.dumps(adapter.dump_code(cap.saved.bytecode))))
+    code = adapter_stored.load_code(pickle.loads(pickle.dumps(adapter_stored.dump_code(cap.saved.bytecode))))
     assert code.co_code == cap.saved.bytecode.co_code and code.co_names == cap.saved.bytecode.co_names
     with pytest.raises(TypeError, match="expected a SerializedCode"):
-        adapter.load_code(b"x")
+        adapter_stored.load_code(b"x")
 
 
 def test_reserve_unique_ids_moves_dynamos_name_counter() -> None:
@@ -200,7 +201,7 @@ def test_reserve_unique_ids_moves_dynamos_name_counter() -> None:
     from torch._dynamo.bytecode_transformation import unique_id
 
     n = int(unique_id("x").rsplit("_", 1)[-1]) + 50
-    adapter.reserve_unique_ids([f"__builtins_dict___{n}", "no_number_here"])
+    adapter_stored.reserve_unique_ids([f"__builtins_dict___{n}", "no_number_here"])
     assert int(unique_id("__builtins_dict__").rsplit("_", 1)[-1]) > n
 
 
@@ -208,8 +209,8 @@ def test_builtins_dict_is_the_module_builtins() -> None:
     """``builtins_dict`` is the dict Dynamo binds for a module's builtins."""
     import builtins
 
-    assert adapter.builtins_dict(_f.__globals__) is vars(builtins)
-    assert adapter.builtins_dict({"__builtins__": vars(builtins)}) is vars(builtins)
+    assert adapter_stored.builtins_dict(_f.__globals__) is vars(builtins)
+    assert adapter_stored.builtins_dict({"__builtins__": vars(builtins)}) is vars(builtins)
 
 
 def _sized(x: Any) -> Any:

@@ -178,14 +178,6 @@ def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
     spec = dim.spec
     if spec is None:
         return None
-    known = _FACTS.get(dim.fact)
-    if known is not None and spec == known[0]:
-        expr, extra = known[1], ()
-    else:
-        called = _fact_call(spec)
-        if called is None:
-            return None
-        expr, extra = called
     hoisted = layout.hoisted[k]
     pre, typed_part, tid = PRE_NONE, 0, None
     gate: frozenset[int] = frozenset()
@@ -206,11 +198,10 @@ def _dim_code(layout: Any, k: int) -> Optional[tuple[Any, ...]]:
             return None
         if gate:
             pre, reach = PRE_SET, gate
-    if expr != EXPR_NONE:
-        if expr == EXPR_VALUE and (reach is None or not reach <= _SCALAR_IDS):
-            return None  # hashed only for builtin scalars
-        if expr == EXPR_LEN and (reach is None or not reach <= _LEN_IDS):
-            return None  # len only of builtin containers
+    code = _fact_code(spec, reach)
+    if code is None:
+        return None
+    expr, extra = code
     return (dim.position, pre, typed_part, expr, tid, tuple(sorted(gate)), extra)
 
 

@@ -8,8 +8,9 @@ May import: anything in jitguard._src, and torch.
 #     (aliasing, ambient, batched, delegated, dynamic, fake, module, module_kinds, rules,
 #     state, symbolic, tensor_match, tensor_meta, and conversion kinds/sources); it never
 #     imports the frontend;
-#   * the compiler on TorchDynamo, above the cache: ``adapter`` (every torch internal the
-#     frontend uses), ``compile`` and ``compiled`` (the cache over Dynamo captures),
+#   * the compiler on TorchDynamo, above the cache: ``adapter``, ``adapter_stored`` and
+#     ``adapter_runtime`` (every torch internal the frontend uses), ``compile`` (the
+#     public function), ``dynamo_cache`` and ``compiled`` (the cache over Dynamo captures),
 #     ``api`` (what ``jitguard.torch`` re-exports), and the guard conversion.
 
 ``install()`` runs once, the first time jitguard needs an integration while torch is

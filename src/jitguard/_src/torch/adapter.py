@@ -1,10 +1,14 @@
-"""Every use of a torch internal by ``jitguard.torch.compile``, in one module: TorchDynamo's
-full-graph capture, the guard filter hook, torch's guard manager, backend lookup, the
-compile stance, torch's config knobs and exception types. (Reading Dynamo's Source objects
-and ``GuardFilterEntry`` fields for the conversion sits in ``adapter_sources``.)
+"""The capture side of the torch adapter: TorchDynamo's full-graph capture, the guard
+filter hook, backend lookup, the compile stance, torch's config knobs and exception types.
+The other adapters (every torch internal jitguard uses sits in one of them):
+``adapter_stored`` (serializing a capture and loading it back), ``adapter_runtime``
+(torch's guard tree, the frame's locals, function modes, module hooks, reset) and
+``adapter_sources`` (Dynamo's Source objects and ``GuardFilterEntry`` fields, for the
+conversion).
 
 May import: torch (its private modules too: that is what this module is for), the standard
-library. Nothing from jitguard: the compiler above calls in, never the other way.
+library, jitguard._src.torch.adapter_stored. Nothing else from jitguard: the compiler above
+calls in, never the other way.
 
 tests/torch/test_adapter.py holds a test per internal used here, so a torch upgrade that
 moves one breaks that test, loudly, and nothing else needs reading.
@@ -34,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
@@ -55,16 +58,16 @@ from torch._dynamo.utils import dynamo_timed, get_metrics_context
 from torch._dynamo.variables.torch_function import torch_function_mode_stack_state_mgr
 from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
+from .adapter_stored import _SAVING_CONFIG, SavedCapture, _saved
+
 __all__ = [
     "GRAPH_BREAKS",
     "Captured",
     "backend_name",
     "capture",
-    "check_verbose",
     "recompile_limit",
     "resolve_backend",
     "stance",
-    "tree_check",
 ]
 
 #: What a capture raises for a graph break or an unsupported construct.
@@ -359,222 +362,3 @@ def _fast_helpers(code: types.CodeType, f_globals: dict[str, Any]) -> types.Code
     if names is code.co_names and consts is code.co_consts:
         return code
     return code.replace(co_names=names, co_consts=consts)
-
-
-def function_modes_active() -> bool:
-    """Whether torch's function-mode stack holds a mode now."""
-    return bool(_len_modes())
-
-
-# ---- [Note: Stored captures], torch's side -----------------------------------------------
-
-# What ``aot_compile_fullgraph`` sets while the backend compiles, so that an AOTAutograd
-# backend ("aot_eager", "inductor") returns a compiled function with a ``serialize``.
-_SAVING_CONFIG = {
-    "strict_autograd_cache": True,
-    "bypass_autograd_cache_key": True,
-    "bundled_autograd_cache": True,
-    "force_non_lazy_backward_lowering": True,
-    "force_autograd_cache": True,
-}
-
-
-@dataclasses.dataclass
-class SavedCapture:
-    """What serializing one capture needs: the program's bytecode, the module aliases it
-    reads as globals, the names of the globals Dynamo bound to the builtins dict, the name it calls its compiled graph by, the
-    compiled graph in torch's serializable form, and every code object Dynamo traced."""
-
-    bytecode: types.CodeType
-    import_sources: dict[str, str]
-    builtins_names: tuple[str, ...]
-    backend_id: str
-    compiled: Any  # a torch._dynamo.aot_compile_types.SerializableCallable
-    traced_code: tuple[types.CodeType, ...]
-
-
-def _saved(gco: Any, bi: Any, gm: torch.fx.GraphModule,
-           compiled: Any) -> tuple[Optional[SavedCapture], Optional[str]]:
-    from torch._dynamo.aot_compile_types import (
-        BundledAOTAutogradSerializableCallable,
-        GraphModuleSerializableCallable,
-        SerializableCallable,
-    )
-
-    if next(gm.parameters(), None) is not None or next(gm.buffers(), None) is not None:
-        # their values would be stored with the graph instead of read from the module
-        return None, "the graph holds parameters or buffers of its own"
-    if isinstance(compiled, SerializableCallable):
-        serializable: Any = compiled
-    elif getattr(compiled, "serialize", None) is not None:
-        serializable = BundledAOTAutogradSerializableCallable(compiled)
-    elif compiled is gm or compiled == gm.forward:
-        serializable = GraphModuleSerializableCallable(gm)
-    else:
-        return None, f"the backend returned a {type(compiled).__qualname__}, which torch cannot serialize"
-    env = gco.get_runtime_env()
-    # Dynamo guards builtins through a global it binds to the module's builtins dict
-    # (``G['__builtins_dict___0']['iter']``): its names are kept, to be bound again on load.
-    scope_builtins = builtins_dict(gco.f_globals)
-    builtins_names = tuple(k for k, v in gco.f_globals.items()
-                           if k.startswith("__builtins_dict__") and v is scope_builtins)
-    return SavedCapture(env.bytecode, dict(env.import_sources), builtins_names, bi.backend_id,
-                        serializable, tuple(gco.traced_code)), None
-
-
-def reserve_unique_ids(names: Sequence[str]) -> None:
-    """Make Dynamo's ``unique_id`` (one counter for every prefix: ``__builtins_dict___3``)
-    never again give a name ending in a number up to those of ``names``, so that a later
-    capture in this process does not install a global under a name a loaded entry bound
-    (Dynamo refuses a name already in the scope)."""
-    import itertools
-
-    import torch._dynamo.bytecode_transformation as bt
-
-    highest = -1
-    for name in names:
-        tail = name.rsplit("_", 1)[-1]
-        if tail.isdigit():
-            highest = max(highest, int(tail))
-    if highest >= 0:
-        bt._unique_id_counter = itertools.count(max(highest + 1, next(bt._unique_id_counter)))
-
-
-def builtins_dict(f_globals: dict[str, Any]) -> dict[str, Any]:
-    """The builtins dict of a module's globals, as Dynamo binds it
-    (``__builtins__`` is a module or its dict)."""
-    from torch._dynamo.output_graph import get_builtins_dict
-
-    return get_builtins_dict(f_globals)
-
-
-def dump_compiled(compiled: Any) -> tuple[Any, bytes]:
-    """torch's serialized form of a compiled graph: (its deserializer, bytes)."""
-    cls = type(compiled)
-    return cls.deserialize_compile_artifacts, cls.serialize_compile_artifacts(compiled)
-
-
-def load_compiled(deserializer: Any, data: bytes) -> Any:
-    """The compiled graph ``dump_compiled`` wrote (as ``AOTCompiledFunction.deserialize``
-    loads it)."""
-    import torch._inductor.config as inductor_config
-
-    with inductor_config.patch(enable_autograd_for_aot=True):
-        return deserializer(data)
-
-
-def dump_code(code: types.CodeType) -> Any:
-    """A picklable form of a code object (torch's ``SerializedCode``)."""
-    from torch._dynamo.package import SerializedCode
-
-    return SerializedCode.from_code_object(code)
-
-
-def load_code(data: Any) -> types.CodeType:
-    from torch._dynamo.package import SerializedCode
-
-    if not isinstance(data, SerializedCode):
-        raise TypeError(f"expected a SerializedCode, got {type(data).__name__}")
-    return SerializedCode.to_code_object(data)
-
-
-_reset_callbacks: list[Callable[[], None]] = []
-
-
-def on_reset(callback: Callable[[], None]) -> None:
-    """Call ``callback`` after every ``torch._dynamo.reset()`` (which has no hook of its own:
-    the first registration wraps ``torch._dynamo.reset``, so code that calls it through the
-    module attribute, as tests do, also clears jitguard's entries)."""
-    if not _reset_callbacks:
-        original = torch._dynamo.reset
-
-        @functools.wraps(original)
-        def reset() -> None:
-            original()
-            for cb in list(_reset_callbacks):
-                cb()
-
-        torch._dynamo.reset = reset
-    _reset_callbacks.append(callback)
-
-
-def frame_locals(freevars: tuple[str, ...], closure: tuple[Any, ...], params: tuple[str, ...],
-                 values: Sequence[Any]) -> dict[str, Any]:
-    """The locals torch's guard tree reads: the free variables' cell contents (an empty
-    cell is left out), then the parameters."""
-    out: dict[str, Any] = {}
-    for name, cell in zip(freevars, closure, strict=True):
-        try:
-            out[name] = cell.cell_contents
-        except ValueError:
-            pass
-    out.update(zip(params, values, strict=True))
-    return out
-
-
-def tree_check(tree: Any, f_locals: dict[str, Any]) -> bool:
-    """Evaluate torch's guard tree (a ``GuardManagerWrapper``) on a frame's locals."""
-    return bool(tree.check(f_locals))
-
-
-def check_verbose(tree: Any, f_locals: dict[str, Any]) -> list[str]:
-    """The failing parts of torch's guard tree, as torch words them (empty: it holds)."""
-    info = tree.check_verbose(f_locals)
-    if info.result:
-        return []
-    return [str(part) for part in info.verbose_code_parts] or ["(torch gave no reason)"]
-
-
-def guard_count(tree: Any) -> int:
-    """How many guards a capture made in all (for display)."""
-    return len(getattr(tree, "code_parts", ()) or ())
-
-
-def graph_is_dynamic(gm: Optional[torch.fx.GraphModule]) -> bool:
-    """Whether a captured graph takes a symbolic size or int (Dynamo's placeholders carry
-    their fake value in ``meta["example_value"]``)."""
-    if gm is None:
-        return False
-    for node in gm.graph.nodes:
-        if node.op != "placeholder":
-            continue
-        value = node.meta.get("example_value")
-        if isinstance(value, torch.SymInt):
-            return True
-        if isinstance(value, torch.Tensor) and any(not isinstance(s, int) for s in value.shape):
-            return True
-    return False
-
-
-_len_modes = torch._C._len_torch_function_stack
-_pop_mode = torch._C._pop_torch_function_stack
-_push_mode = torch._C._push_on_torch_function_stack
-
-
-def without_function_modes(program: Callable[..., Any]) -> Callable[..., Any]:
-    """``program`` run with torch's function-mode stack set aside, as torch runs compiled
-    code: Dynamo traced the modes active at capture time into the graph (and guarded the
-    stack), so a mode still active while the graph runs would apply twice."""
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        n = _len_modes()
-        if not n:
-            return program(*args, **kwargs)
-        saved = [_pop_mode() for _ in range(n)]
-        try:
-            return program(*args, **kwargs)
-        finally:
-            for mode in reversed(saved):
-                _push_mode(mode)
-
-    run.__wrapped__ = program  # type: ignore[attr-defined]
-    return run
-
-
-def module_call_hooks() -> tuple[dict[Any, Any], ...]:
-    """nn.Module's global hook dicts that ``Module.__call__`` runs (forward, pre-forward,
-    backward, pre-backward)."""
-    import torch.nn.modules.module as mm
-
-    return (mm._global_forward_hooks, mm._global_forward_pre_hooks,
-            mm._global_backward_hooks, mm._global_backward_pre_hooks)

@@ -2,7 +2,8 @@
 compile stance) and what it keeps per entry (``EntryInfo``: the capture, torch's trees,
 verify mode).
 
-May import: jitguard._src.* (cache, compiler, errors), jitguard._src.torch.adapter.
+May import: jitguard._src.* (cache, compiler, errors), jitguard._src.torch.adapter,
+jitguard._src.torch.adapter_runtime.
 
 # [Note: Verify mode]
 # With ``verify=True`` (or ``JITGUARD_VERIFY=1``) every capture also builds torch's
@@ -47,7 +48,7 @@ import torch
 
 from ..cache.reasons import collect_failures
 from ..errors import GuardMismatchError
-from . import adapter
+from . import adapter, adapter_runtime
 
 __all__ = ["CompiledFunction", "EntryInfo"]
 
@@ -84,7 +85,7 @@ class EntryInfo:
     @property
     def dynamic(self) -> bool:
         """Whether the captured graph takes a symbolic size or int."""
-        return self.cap is not None and adapter.graph_is_dynamic(self.cap.graph_module)
+        return self.cap is not None and adapter_runtime.graph_is_dynamic(self.cap.graph_module)
 
     def guard_types(self) -> Counter[str]:
         """Every guard Dynamo made for this entry, counted per kind."""
@@ -92,21 +93,22 @@ class EntryInfo:
 
     def _locals(self, values: Sequence[Any]) -> dict[str, Any]:
         assert self.cap is not None
-        return adapter.frame_locals(self.cap.freevars, self.cap.closure, self.params, values)
+        return adapter_runtime.frame_locals(self.cap.freevars, self.cap.closure, self.params,
+                                            values)
 
     def tree_accepts(self, *values: Any) -> bool:
         assert self.cap is not None and self.cap.tree is not None
-        return adapter.tree_check(self.cap.tree, self._locals(values))
+        return adapter_runtime.tree_check(self.cap.tree, self._locals(values))
 
     def tree_explain(self, *values: Any) -> list[str]:
         assert self.cap is not None and self.cap.tree is not None
-        return adapter.check_verbose(self.cap.tree, self._locals(values))
+        return adapter_runtime.check_verbose(self.cap.tree, self._locals(values))
 
     def torch_accepts(self, values: Sequence[Any]) -> bool:
-        return adapter.tree_check(self.full_tree, self._locals(values))
+        return adapter_runtime.tree_check(self.full_tree, self._locals(values))
 
     def torch_reasons(self, values: Sequence[Any]) -> list[str]:
-        return adapter.check_verbose(self.full_tree, self._locals(values))
+        return adapter_runtime.check_verbose(self.full_tree, self._locals(values))
 
     @staticmethod
     def jitguard_reasons(entry: Any, values: Sequence[Any]) -> list[str]:
@@ -168,7 +170,7 @@ class CompiledFunction:
                     return dispatch(*args, **kwargs)
                 return stanced(args, kwargs)
         elif isinstance(first, torch.nn.Module):
-            module, hooks = first, adapter.module_call_hooks()
+            module, hooks = first, adapter_runtime.module_call_hooks()
             others: dict[Any, Callable[..., Any]] = {}
 
             def module_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -1,6 +1,7 @@
 """A ``jitguard.torch.compile`` entry's artifact as bytes, and back in another process.
 
-May import: jitguard._src.errors, jitguard._src.torch.adapter, the standard library.
+May import: jitguard._src.errors, jitguard._src.torch.adapter_stored,
+jitguard._src.torch.adapter_runtime, the standard library.
 
 # [Note: Stored captures]
 # The bytes of an entry hold torch's own serialized forms: the program's bytecode
@@ -50,7 +51,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ArtifactError
-from . import adapter
+from . import adapter_runtime, adapter_stored
 
 __all__ = ["FORMAT", "dump", "load", "traced_fingerprints"]
 
@@ -152,7 +153,7 @@ def _check_traced(recorded: list[tuple[str, str, str]]) -> None:
             )
 
 
-def dump(saved: adapter.SavedCapture, fn: types.FunctionType) -> bytes:
+def dump(saved: adapter_stored.SavedCapture, fn: types.FunctionType) -> bytes:
     """The bytes of one capture ([Note: Stored captures])."""
     if fn.__closure__:
         raise ArtifactError(
@@ -161,11 +162,11 @@ def dump(saved: adapter.SavedCapture, fn: types.FunctionType) -> bytes:
     state = {
         "format": FORMAT,
         "function": f"{fn.__module__}.{fn.__qualname__}",
-        "bytecode": adapter.dump_code(saved.bytecode),
+        "bytecode": adapter_stored.dump_code(saved.bytecode),
         "import_sources": dict(saved.import_sources),
         "builtins_names": list(saved.builtins_names),
         "backend_id": saved.backend_id,
-        "compiled": adapter.dump_compiled(saved.compiled),
+        "compiled": adapter_stored.dump_compiled(saved.compiled),
         "traced": traced_fingerprints(saved.traced_code),
     }
     return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
@@ -187,20 +188,20 @@ def load(data: bytes, fn: types.FunctionType, installed: list[str]) -> Callable[
         module = sys.modules.get(module_name) or importlib.import_module(module_name)
         if g.setdefault(alias, module) is not module:
             raise ArtifactError(f"the global {alias} of {fn.__module__} is not {module_name}")
-    scope_builtins = adapter.builtins_dict(g)
-    adapter.reserve_unique_ids(state["builtins_names"])
+    scope_builtins = adapter_stored.builtins_dict(g)
+    adapter_stored.reserve_unique_ids(state["builtins_names"])
     for name in state["builtins_names"]:
         if g.setdefault(name, scope_builtins) is not scope_builtins:
             raise ArtifactError(f"the global {name} of {fn.__module__} is not its builtins")
-    bytecode = adapter.load_code(state["bytecode"])
+    bytecode = adapter_stored.load_code(state["bytecode"])
     old = state["backend_id"]
     new = f"{old}_load{next(_load_ids)}"
     bytecode = bytecode.replace(co_names=tuple(new if n == old else n for n in bytecode.co_names))
-    compiled = adapter.load_compiled(*state["compiled"])
+    compiled = adapter_stored.load_compiled(*state["compiled"])
     g[new] = compiled
     installed.append(new)
     program = types.FunctionType(bytecode, g, fn.__name__, fn.__defaults__, fn.__closure__)
     if fn.__kwdefaults__:
         program.__kwdefaults__ = dict(fn.__kwdefaults__)
     program.__qualname__ = fn.__qualname__
-    return adapter.without_function_modes(program)
+    return adapter_runtime.without_function_modes(program)

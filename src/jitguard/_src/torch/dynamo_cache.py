@@ -1,0 +1,378 @@
+"""The cache behind ``jitguard.torch.compile``: ``TorchCompiler`` (one TorchDynamo capture
+per entry, its guards converted or delegated) and ``DynamoCache`` (the ``FunctionCache``
+that follows torch's recompile limit and counts capture failures).
+([Note: jitguard.torch.compile on Dynamo] is in ``compile``, the public face.)
+
+May import: jitguard._src.* (the cache, the compiler, the torch integration below it),
+jitguard._src.torch.adapter and adapter_runtime (the only way to torch's internals),
+torch's public API.
+
+# [Note: Capture failures]
+# A graph break, an unsupported construct or an internal error of Dynamo (anything but a
+# user error: ``adapter.is_capture_failure``): with
+# ``fullgraph=True`` the call raises ``CaptureError`` naming it; otherwise the entry runs
+# the function eagerly (an entry with no guards: every later call runs eagerly too, as the
+# capture would break again), the reason is logged once per function (WARNING on
+# ``jitguard.torch``) and counted (``stats().capture_failures``). Other errors (a marked
+# dynamic dim that got specialized) propagate, as in torch; an error of the function
+# itself is raised again when it runs eagerly.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import types
+import weakref
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
+
+import torch
+
+from ..cache.policy import ArgContext, ArgPolicy
+from ..cache.request import CompileRequest
+from ..cache.specialize import FunctionCache
+from ..cache.stats import CacheStats
+from ..errors import ArtifactError, CaptureError, GuardMismatchError
+from ..guards import Source
+from ..sources import GlobalSource, GlobalStateSource, LocalSource
+from ..store.tiers import StoreLike
+from . import adapter, adapter_runtime, stored
+from .compiled import EntryInfo
+from .convert import GLOBALS_SELF
+from .delegated import Delegation
+from .state import DTYPE_STATES
+
+__all__ = ["DynamoCache", "TorchCompiler"]
+
+log = logging.getLogger("jitguard.torch")
+
+# [Note: jitguard.torch.compile on Dynamo]: the cache's argument rules guard nothing.
+_NO_RULES = ArgPolicy(base=None)
+
+
+def _no_guards(ctx: ArgContext, source: Source, value: Any) -> None:
+    ctx.ignore_aliasing(source)
+
+
+_NO_RULES.register(object, _no_guards)
+
+
+def _converter() -> Optional[Callable[..., Any]]:
+    """The guard conversion (``convert.convert_guards``), when present."""
+    try:
+        from .convert import convert_guards
+    except ImportError:
+        return None
+    return convert_guards
+
+
+class TorchCompiler:
+    """The ``compiler=`` of the cache behind ``jitguard.torch.compile``: one Dynamo capture
+    per entry ([Note: jitguard.torch.compile on Dynamo])."""
+
+    def __init__(self, *, backend: Any, fullgraph: bool, dynamic: Optional[bool],
+                 verify: bool, where: str) -> None:
+        self.backend = backend
+        self.backend_fn = adapter.resolve_backend(backend)
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.verify = verify
+        self.where = where
+        self.infos: dict[Any, EntryInfo] = {}
+        self.capture_failures = 0
+        self.cache: Optional[FunctionCache] = None
+        # globals installed in the function's module (compiled graphs, the function itself
+        # for closure guards), removed when the cache dies ([Note: Shared entries])
+        self.installed: list[str] = []
+        self.function_source: Optional[Source] = None
+        self.fn: Optional[Callable[..., Any]] = None
+        # [Note: Stored captures]: with a store, each capture is compiled to be serialized;
+        # ``saved`` maps an artifact to what serializing it needs, or why it cannot be
+        self.saving = False
+        self.saved: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    # ---- verify mode, on a miss -----------------------------------------------------------
+    def _verify_miss(self, request: CompileRequest) -> None:
+        """[Note: Verify mode]: every entry jitguard rejected, torch's tree rejects too."""
+        if self.cache is None:
+            return
+        for entry in self.cache.entries():
+            info = self.infos.get(entry.compile_id)
+            if info is None or info.full_tree is None:
+                continue
+            if info.torch_accepts(request.values) and not _only_own_guards(entry, info, request.values):
+                raise GuardMismatchError(
+                    f"{self.where}: jitguard rejected entry {entry.compile_id} but torch's guard "
+                    f"tree for the same capture accepts the call.\n"
+                    f"  jitguard: {'; '.join(info.jitguard_reasons(entry, request.values)) or '(no reason)'}\n"
+                    f"  torch: accepts"
+                )
+
+    # ---- the compiler -------------------------------------------------------------------
+    def __call__(self, request: CompileRequest) -> Callable[..., Any]:
+        if self.verify and request.recompile:
+            self._verify_miss(request)
+        args, kwargs = request.args, request.kwargs
+        convert = _converter()
+        converted: list[Any] = []
+
+        def keep(entries: Sequence[Any]) -> list[bool]:
+            if convert is None:
+                return [True] * len(entries)
+            result = convert(entries, function=request.fn,
+                             function_source=self.function_source)
+            converted[:] = [result]
+            left = {id(u.entry) for u in result.unconverted}
+            return [id(e) in left for e in entries]
+
+        try:
+            cap = adapter.capture(
+                request.fn, args, kwargs, self.backend_fn, keep,  # type: ignore[arg-type]
+                dynamic=self.dynamic, full_tree=self.verify, saving=self.saving,
+            )
+        except Exception as e:
+            if not adapter.is_capture_failure(e):
+                raise
+            return self._capture_failed(request, e)
+        self.installed.extend(cap.installed)
+        info = EntryInfo(request.compile_id, cap, request.signature.params)
+        self.infos[request.compile_id] = info
+        state_kind = self._global_state(request, cap)
+        if converted:
+            result = converted[0]
+            result.guards = [
+                GlobalStateSource().make_guard(state_kind) if g.create_fn is _global_state_kind()
+                else g for g in result.guards
+            ]
+            result.add_to(request)
+            info.converted = Counter(result.converted)
+            info.stricter = list(result.stricter)
+            info.unconverted = [str(u) for u in result.unconverted]
+        guards = converted[0].guards if converted else ()
+        if not any(g.create_fn is state_kind for g in guards):
+            # [Note: jitguard.torch.compile on Dynamo]: every entry checks every state
+            request.add_guard(GlobalStateSource(), state_kind)
+        if cap.tree is not None:
+            self._delegate(request, info)
+        info.forget_entries()
+        if adapter_runtime.function_modes_active():  # [Note: A hit's cost]
+            cap.fn = adapter_runtime.without_function_modes(cap.fn)
+        artifact = info.verified(self.where, request.signature.bind) if self.verify else cap.fn
+        if self.saving:
+            self.saved[artifact] = (
+                f"{sum(cap.kept)} of its guards are checked by torch's guard tree, which is "
+                f"not stored" if cap.tree is not None else (cap.saved or cap.unsaved)
+            )
+            cap.saved = None
+        return artifact
+
+    # ---- the store's side ([Note: Stored captures]) ---------------------------------------
+    def serialize(self, artifact: Any) -> bytes:
+        """The bytes of an entry's artifact: torch's serialized program and graph. Raises
+        ``ArtifactError`` saying why when this entry cannot be stored."""
+        saved = self.saved.get(artifact) if _weakrefable(artifact) else None
+        if saved is None:
+            raise ArtifactError(f"{self.where}: this entry runs the function eagerly (its "
+                                f"capture failed) or was not compiled for a store")
+        if isinstance(saved, str):
+            raise ArtifactError(f"{self.where}: {saved}")
+        assert isinstance(self.fn, types.FunctionType)
+        return stored.dump(saved, self.fn)
+
+    def deserialize(self, data: bytes, fn: Any) -> Callable[..., Any]:
+        """The program of a stored entry, over ``fn``'s live globals (its guards are the
+        store's to check). Raises ``ArtifactError`` when it cannot be used here."""
+        return stored.load(data, fn, self.installed)
+
+    def store_environment(self) -> dict[str, str]:
+        """What a stored entry's key holds besides the function: torch's version, the
+        backend and options, the CPU capability and any CUDA device."""
+        env = {
+            "torch": torch.__version__,
+            "backend": adapter.backend_name(self.backend),
+            "fullgraph": str(self.fullgraph),
+            "dynamic": str(self.dynamic),
+            "cpu": torch.backends.cpu.get_cpu_capability(),
+        }
+        if torch.cuda.is_available():
+            env["cuda"] = ",".join(
+                f"{torch.cuda.get_device_name(i)}:{torch.cuda.get_device_capability(i)}"
+                for i in range(torch.cuda.device_count()))
+        return env
+
+    @staticmethod
+    def _global_state(request: CompileRequest, cap: adapter.Captured) -> Callable[..., Any]:
+        """The entry's GLOBAL_STATE kind: every torch state, the autocast dtypes only while
+        their device's autocast is on unless the capture could have baked one in
+        ([Note: Autocast dtypes a capture did not read])."""
+        if cap.reads_autocast:
+            return _global_state_kind()
+        for dtype, weak in DTYPE_STATES.values():
+            request.ignore_global_states(dtype, guard_instead=[weak])
+        names = request.global_state_names()
+        return functools.partial(_global_state_kind(), states=names)
+
+    def _delegate(self, request: CompileRequest, info: EntryInfo) -> None:
+        """[Note: Delegating to torch's guard tree]."""
+        params = request.signature.params
+        assert info.cap is not None
+        delegated = [e for e, k in zip(info.cap.entries, info.cap.kept, strict=True) if k]
+        kinds = tuple(e.guard_type for e in delegated)
+        names = tuple(e.name for e in delegated)
+        first: Source
+        others: list[Source]
+        if params:
+            delegation = Delegation(info.tree_accepts, info.tree_explain, kinds, names)
+            sources: list[Source] = [LocalSource(n, is_input=True) for n in params]
+            first, others = sources[0], sources[1:]
+        else:  # no parameter to read: anchor the guard on a global that always exists
+            delegation = Delegation(lambda _anchor: info.tree_accepts(),
+                                    lambda _anchor: info.tree_explain(), kinds, names)
+            first, others = GlobalSource("__name__"), []
+        info.delegated = Counter(kinds)
+        request.add_guard(first, functools.partial(
+            _tree_kind(), delegation=delegation, others=tuple(others)))
+
+    def _capture_failed(self, request: CompileRequest, error: BaseException) -> Callable[..., Any]:
+        text = str(error).strip()
+        if self.fullgraph:
+            raise CaptureError(
+                f"{self.where}: fullgraph=True but TorchDynamo could not capture one graph:\n"
+                f"{text}\nRemove the graph break, or compile with fullgraph=False to run "
+                f"the function eagerly"
+            ) from error
+        self.capture_failures += 1
+        fn = request.fn
+        if fn not in _logged_failures:
+            _logged_failures.add(fn)
+            first = text.splitlines()[0] if text else type(error).__name__
+            log.warning("%s: TorchDynamo cannot capture one graph (%s); it runs eagerly",
+                        self.where, first)
+        self.infos[request.compile_id] = EntryInfo(request.compile_id, None,
+                                                   request.signature.params, failure=text)
+        return request.fn
+
+
+def _weakrefable(obj: Any) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def _only_own_guards(entry: Any, info: EntryInfo, values: tuple[Any, ...]) -> bool:
+    """Whether every guard of ``entry`` that rejects ``values`` is one jitguard checks more
+    strictly than torch on purpose: GLOBAL_STATE (every registered state), or one the
+    conversion listed as stricter (``EntryInfo.stricter``). torch accepting is then no
+    disagreement ([Note: Verify mode])."""
+    from ..cache.reasons import collect_failures
+
+    failures = collect_failures([entry], values)[0].failures
+
+    def own(f: Any) -> bool:
+        if f.kind == "GLOBAL_STATE":
+            return True
+        prefix = f"{f.kind} on {f.source_names[0]}:" if f.source_names else None
+        return prefix is not None and any(s.startswith(prefix) for s in info.stricter)
+
+    return bool(failures) and all(own(f) for f in failures)
+
+
+def _global_state_kind() -> Callable[..., Any]:
+    from ..compiler.builder import GuardBuilder
+
+    return GuardBuilder.GLOBAL_STATE
+
+
+def _tree_kind() -> Callable[..., Any]:
+    from ..compiler.builder import GuardBuilder
+
+    return GuardBuilder.TORCH_GUARD_TREE
+
+
+class DynamoCache(FunctionCache):
+    """A ``FunctionCache`` whose recompile limit follows ``torch._dynamo.config`` when the
+    user gave none, and whose stats count capture failures and delegated entries."""
+
+    def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int],
+                 store: StoreLike = None) -> None:
+        self._fixed_limit = limit
+        self._torch_compiler = compiler
+        compiler.fn = fn
+        # the conversion's source classes must be loaded before stored guards are read
+        _converter()
+        super().__init__(fn, compiler, recompile_limit=limit or adapter.recompile_limit(),
+                         automatic_dynamic=False, policy=_NO_RULES, global_state=False,
+                         store=store)
+        compiler.cache = self
+        # [Note: Stored captures]: with a store, captures are compiled to be serialized
+        compiler.saving = self._persist is not None
+        f_globals = getattr(fn, "__globals__", None)
+        if isinstance(f_globals, dict):
+            # bound here too, not only by a conversion that needs it: an entry loaded from a
+            # store reads it ([Note: Builtins a global may shadow])
+            f_globals.setdefault(GLOBALS_SELF, f_globals)
+            if getattr(fn, "__closure__", None):
+                # closure guards read the cells through the function, found as a global
+                name = f"__jitguard_fn_{next(_fn_ids)}"
+                f_globals[name] = fn
+                compiler.installed.append(name)
+                compiler.function_source = GlobalSource(name)
+            weakref.finalize(self, _uninstall, f_globals, compiler.installed)
+        _live.add(self)
+
+    @property
+    def recompile_limit(self) -> int:
+        return self._fixed_limit or adapter.recompile_limit()
+
+    @recompile_limit.setter
+    def recompile_limit(self, value: int) -> None:
+        pass  # FunctionCache.__init__ sets it; the property reads the live value
+
+    @property  # type: ignore[override]
+    def on_limit(self) -> str:
+        fullgraph = self._torch_compiler.fullgraph
+        return "raise" if fullgraph or adapter.fail_on_recompile_limit_hit() else "fallback"
+
+    @on_limit.setter
+    def on_limit(self, value: str) -> None:
+        pass
+
+    def stats(self) -> CacheStats:
+        live = {e.compile_id for e in self.entries()}
+        infos = self._torch_compiler.infos
+        return _with(super().stats(),
+                     capture_failures=self._torch_compiler.capture_failures,
+                     delegated=sum(1 for cid in live if infos.get(cid) and infos[cid].delegated))
+
+
+def _uninstall(f_globals: dict[str, Any], names: list[str]) -> None:
+    for name in names:
+        f_globals.pop(name, None)
+
+
+_fn_ids = itertools.count()
+_live: weakref.WeakSet[DynamoCache] = weakref.WeakSet()
+
+
+def _clear_all() -> None:
+    """After ``torch._dynamo.reset()``: every cache forgets its entries, as torch's do."""
+    for cache in list(_live):
+        cache.clear()
+
+
+adapter_runtime.on_reset(_clear_all)
+
+
+def _with(stats: CacheStats, **extra: int) -> CacheStats:
+    import dataclasses
+
+    return dataclasses.replace(stats, **extra)
+
+
+# [Note: Capture failures]: the functions whose capture failure was logged already.
+_logged_failures: weakref.WeakSet[Any] = weakref.WeakSet()
