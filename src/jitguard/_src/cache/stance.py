@@ -138,6 +138,6 @@ def refuse(
     # Logged at INFO: the warning is what users see; at WARNING, logging's last-resort
     # handler would print the same text a second time where no logging is configured.
     log.info("%s", message)
-    # stacklevel: refuse, _serve_miss, _miss, the dispatcher, then the caller's line.
+    # stacklevel: refuse, miss.serve_miss, _miss, the dispatcher, then the caller's line.
     warnings.warn(message, RecompileLimitWarning, stacklevel=5)
     return record
