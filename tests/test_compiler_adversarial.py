@@ -319,6 +319,11 @@ class Weird:
         return True  # type: ignore[return-value]
 
     def __getitem__(self, key: Any) -> Any:
+        # An int key past 64 ends the old sequence protocol: ``"a" in Weird()`` and
+        # ``list(Weird())`` stop instead of iterating forever (a guard that iterates it
+        # once hung a hypothesis run past pytest-timeout's single alarm).
+        if type(key) is int and key >= 64:
+            raise IndexError(key)
         return key
 
 

@@ -566,7 +566,8 @@ def test_four_processes_compiling_at_once_then_a_fifth_loads_all(
     (tmp_path / "many.py").write_text(MANY)
     env = {k: v for k, v in os.environ.items() if not k.startswith("JITGUARD_")}
     env.update(PYTHONPATH=SRC, JITGUARD_CACHE_DIR=str(store_dir), JITGUARD_REDIS_URL=url,
-               JITGUARD_REDIS_PREFIX=prefix, JITGUARD_CACHE_KEY="a fleet key for many.py")
+               JITGUARD_REDIS_PREFIX=prefix, JITGUARD_CACHE_KEY="a fleet key for many.py",
+               JITGUARD_REDIS_TIMEOUT="10")  # concurrency is tested, not a slow server
 
     def start(first: int, count: int, **extra: str) -> subprocess.Popen[str]:
         return subprocess.Popen([sys.executable, str(tmp_path / "many.py"), str(first),

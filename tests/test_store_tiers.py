@@ -130,11 +130,14 @@ def _writer(directory: str, url: str, prefix: str, writer: int,
 
 
 def test_four_processes_lose_nothing_and_tear_nothing(
-    store_dir: Path, redis_prefix: tuple[str, str]
+    store_dir: Path, redis_prefix: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Four processes saving 100 entries each at once, half of them under one shared key:
     all 400 are in SQLite and in Redis, each verifying and holding its own bytes."""
     url, prefix = redis_prefix
+    # concurrency is tested here, not a slow server: a loaded machine must not trip the
+    # short default timeout (the spawned writers inherit the environment)
+    monkeypatch.setenv("JITGUARD_REDIS_TIMEOUT", "10")
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()
     procs = [ctx.Process(target=_writer, args=(str(store_dir), url, prefix, w, start))
