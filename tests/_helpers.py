@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import socket
 from typing import Any
 
 import pytest
@@ -142,3 +143,10 @@ def redis_or_skip() -> str:
             pytest.fail(f"JITGUARD_REQUIRE_REDIS=1 but no Redis answers at {url}: {e}")
         pytest.skip(f"no Redis at {url}: {e}")
     return url
+
+
+def closed_port() -> int:
+    """A local TCP port with nothing listening on it (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

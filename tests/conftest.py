@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,3 +83,30 @@ def redis_prefix() -> Iterator[tuple[str, str]]:
     if keys:
         client.delete(*keys)
     client.close()
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A local TCP server that accepts connections and never answers (a hung Redis)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield int(server.getsockname()[1])
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()

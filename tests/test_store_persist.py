@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import jitguard
+from _helpers import closed_port
 from jitguard import GlobalSource, Store, StoreWarning
 from jitguard import GuardBuilder as GB
 from jitguard._src.store.codec import MAGIC, StoredRecord
@@ -442,40 +440,6 @@ def test_disk_full_is_a_warning_and_the_entry_stays_in_memory(store_dir: Path) -
 # ---- Redis faults ------------------------------------------------------------------------
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def silent_server() -> Iterator[int]:
-    """A local TCP server that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-                held.append(conn)
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield int(server.getsockname()[1])
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    server.close()
-
-
 @pytest.mark.parametrize("server", ["closed", "silent"])
 def test_redis_down_or_slow_is_a_warning(
     store_dir: Path, server: str, request: pytest.FixtureRequest
@@ -483,7 +447,7 @@ def test_redis_down_or_slow_is_a_warning(
     """Redis on a closed port, or one that never answers: the first miss warns once (after
     one short timeout), the call compiles and returns the right result, the local tier
     still gets the entry, and the tier is not tried again for a while."""
-    port = _closed_port() if server == "closed" else request.getfixturevalue("silent_server")
+    port = closed_port() if server == "closed" else request.getfixturevalue("silent_port")
     store = Store(store_dir, redis_url=f"redis://127.0.0.1:{port}/0", redis_timeout=0.2)
     compiler = Plain()
     f = specialize_(add, compiler=compiler, store=store)

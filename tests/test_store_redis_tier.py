@@ -3,15 +3,13 @@ against a closed port and a server that never answers."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
+from _helpers import closed_port
 from jitguard import StoreError
 from jitguard._src.store.redis_tier import RedisTier
 from jitguard._src.store.sqlite import TierError
@@ -36,43 +34,10 @@ def test_put_get_delete(redis_prefix: tuple[str, str]) -> None:
     assert tier.keys() == []
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A local server that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield int(server.getsockname()[1])
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    server.close()
-
-
 def test_closed_port_is_a_tier_error_then_the_tier_rests() -> None:
     """A refused connection is a TierError naming the server; the tier is then off for
     ``down_for`` seconds (no second connection attempt)."""
-    tier = RedisTier(f"redis://127.0.0.1:{_closed_port()}/0", timeout=0.2, down_for=60)
+    tier = RedisTier(f"redis://127.0.0.1:{closed_port()}/0", timeout=0.2, down_for=60)
     with pytest.raises(TierError, match=r"cannot read on Redis at redis://127\.0\.0\.1:\d+/0"):
         tier.get("k")
     assert tier.down
@@ -123,7 +88,7 @@ def test_missing_redis_skips_or_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     JITGUARD_REQUIRE_REDIS=1 (what .ci/run sets)."""
     from _helpers import redis_or_skip
 
-    monkeypatch.setenv("JITGUARD_TEST_REDIS_URL", f"redis://127.0.0.1:{_closed_port()}/0")
+    monkeypatch.setenv("JITGUARD_TEST_REDIS_URL", f"redis://127.0.0.1:{closed_port()}/0")
     monkeypatch.delenv("JITGUARD_REQUIRE_REDIS", raising=False)
     with pytest.raises(pytest.skip.Exception, match="no Redis at"):
         redis_or_skip()
