@@ -150,3 +150,18 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def reason(check: Any, value: Any) -> str:
+    """The one failure reason of a compiled check that rejects ``value`` (the check and the
+    reference evaluator both reject it)."""
+    assert check.fn(value) is False and check.reference(value) is False
+    (failure,) = check.explain(value)
+    return str(failure.reason)
+
+
+def accepts(check: Any, value: Any) -> bool:
+    """The compiled check's verdict on one value, asserted equal to the reference's."""
+    got = check.fn(value)
+    assert got is check.reference(value)
+    return bool(got)

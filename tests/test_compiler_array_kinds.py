@@ -11,7 +11,7 @@ from typing import Any, Optional
 import numpy as np
 import pytest
 
-from _helpers import Hostile, registry_candidates
+from _helpers import Hostile, accepts, reason, registry_candidates
 from jitguard import (
     ArgPolicy,
     CheckFunction,
@@ -33,18 +33,6 @@ ARRAY = GuardBuilder.ARRAY_MATCH
 def check_on(value: Any, create_fn: Any = None) -> CheckFunction:
     guard = L("x").make_guard(create_fn or ARRAY)
     return compile_guards([guard], f_locals={"x": value}, arg_names=("x",))
-
-
-def reason(check: CheckFunction, value: Any) -> str:
-    assert check.fn(value) is False and check.reference(value) is False
-    (failure,) = check.explain(value)
-    return failure.reason
-
-
-def accepts(check: CheckFunction, value: Any) -> bool:
-    got = check.fn(value)
-    assert got is check.reference(value)
-    return bool(got)
 
 
 HEAD = "check_array(L['x'], ndarray, float64, ndim=1, layout='C', writeable=True) failed: "

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from _helpers import Hostile, registry_candidates
+from _helpers import Hostile, accepts, reason, registry_candidates
 from jitguard import (
     ArgPolicy,
     CheckFunction,
@@ -30,18 +30,6 @@ L = LocalSource
 def check_on(value: Any, create_fn: Any) -> CheckFunction:
     guard = L("n").make_guard(create_fn)
     return compile_guards([guard], f_locals={"n": value}, arg_names=("n",))
-
-
-def reason(check: CheckFunction, value: Any) -> str:
-    assert check.fn(value) is False and check.reference(value) is False
-    (failure,) = check.explain(value)
-    return failure.reason
-
-
-def accepts(check: CheckFunction, value: Any) -> bool:
-    got = check.fn(value)
-    assert got is check.reference(value)
-    return bool(got)
 
 
 # ---- int_class -----------------------------------------------------------------------------
