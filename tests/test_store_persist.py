@@ -454,8 +454,8 @@ def test_redis_down_or_slow_is_a_warning(
     with pytest.warns(StoreWarning) as caught:
         assert f(1, 2) == 3
         assert f(1.5, 2) == 3.5
-    assert len(caught) == 1
-    assert "Redis at redis://127.0.0.1" in str(caught[0].message)
+    (warned,) = [w for w in caught if issubclass(w.category, StoreWarning)]
+    assert "Redis at redis://127.0.0.1" in str(warned.message)
     assert compiler.compiles == 2
     assert len(store.rows()) == 2
     assert store.shared is not None and store.shared.down

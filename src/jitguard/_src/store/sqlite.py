@@ -11,7 +11,11 @@ May import: errors, store.* (the standard library otherwise).
 # sees a whole value or none. The same transaction evicts the least recently read rows
 # while the total size is over ``max_bytes`` (the new row is kept even when it alone is
 # larger). Reading marks the rows read as used (to the minute: rows used within the last
-# minute are not written again). A connection belongs to one process: after a fork the child opens its own.
+# minute are not written again). A connection belongs to one process: after a fork the child
+# opens its own and keeps the inherited one open and unused (closing a connection the parent
+# still uses is what SQLite's docs warn against). A connection is closed by ``close()`` or,
+# when the tier is dropped unclosed, by a finalizer in the process that opened it: an
+# implicit store is never left to the garbage collector (Python 3.13 warns of that).
 # Every sqlite3 or OS error surfaces as ``TierError`` (the store turns it into a warning).
 """
 
@@ -21,6 +25,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,6 +49,15 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_used ON entries (used);
 CREATE INDEX IF NOT EXISTS entries_name ON entries (name);
 """
+
+
+_inherited: list[sqlite3.Connection] = []  # connections opened before a fork: never closed here
+
+
+def _close_in(pid: int, conn: sqlite3.Connection) -> None:
+    """Close ``conn`` if this is the process that opened it."""
+    if os.getpid() == pid:
+        conn.close()
 
 
 class TierError(Exception):
@@ -72,6 +86,7 @@ class SqliteTier:
         self._lock = threading.Lock()
         self._conn: Optional[sqlite3.Connection] = None
         self._pid = -1
+        self._finalizer: Optional[weakref.finalize] = None
 
     def __repr__(self) -> str:
         return f"<SqliteTier {self.path}>"
@@ -79,6 +94,9 @@ class SqliteTier:
     def connection(self) -> sqlite3.Connection:
         """This process's connection (opened, and the schema made, on first use)."""
         if self._conn is None or self._pid != os.getpid():
+            if self._conn is not None:  # opened by the parent of this fork
+                _inherited.append(self._conn)
+                self._conn = None
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             conn = sqlite3.connect(
                 str(self.path), timeout=10.0, isolation_level=None, check_same_thread=False
@@ -88,6 +106,7 @@ class SqliteTier:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
             self._conn, self._pid = conn, os.getpid()
+            self._finalizer = weakref.finalize(self, _close_in, self._pid, conn)
         return self._conn
 
     @contextmanager
@@ -183,6 +202,9 @@ class SqliteTier:
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
+            if self._conn is not None and self._pid != os.getpid():
+                _inherited.append(self._conn)
+            if self._finalizer is not None:
+                self._finalizer()  # closes the connection if this process opened it
+                self._finalizer = None
             self._conn = None
