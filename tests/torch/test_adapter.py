@@ -47,10 +47,12 @@ def test_stance_is_read() -> None:
 
 
 def test_config_knobs_are_read() -> None:
-    """recompile_limit and fail_on_recompile_limit_hit follow torch._dynamo.config."""
+    """Both recompile limits and fail_on_recompile_limit_hit follow torch._dynamo.config."""
     with torch._dynamo.config.patch(recompile_limit=3, fail_on_recompile_limit_hit=True):
         assert adapter.recompile_limit() == 3
         assert adapter.fail_on_recompile_limit_hit() is True
+    with torch._dynamo.config.patch(accumulated_recompile_limit=5):
+        assert adapter.accumulated_recompile_limit() == 5
     assert adapter.fail_on_recompile_limit_hit() is False
 
 

@@ -239,6 +239,17 @@ class FunctionCache(Generic[_P, _R]):
                 target = serve_miss(self, values)
         return self.signature.forward(target, *values)
 
+    def _limit_reached(self) -> Optional[str]:
+        """The recompile limit a miss has reached (named for the message), or None: it may
+        compile ([Note: Recompile limits]). A subclass may count entries its own way."""
+        limit = self.recompile_limit
+        return str(limit) if limit is not None and self._compiles >= limit else None
+
+    def _closest(self, values: tuple[Any, ...], limit: int) -> tuple[list[CacheEntry], int]:
+        """The entries whose failures explain a miss ([Note: Recompile reasons]), and how
+        many others were left out. A subclass may add entries it also looked at."""
+        return self._snapshot.closest(values, limit)
+
     def _new_compile_id(self) -> CompileId:
         """The next compile id of this function (the frame id is taken on first use)."""
         if self._frame_id is None:

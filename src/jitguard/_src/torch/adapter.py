@@ -114,6 +114,12 @@ def recompile_limit() -> int:
     return int(dynamo_config.recompile_limit)
 
 
+def accumulated_recompile_limit() -> int:
+    """``torch._dynamo.config.accumulated_recompile_limit``: the cap on one function's
+    entries over all its wrappers, isolated or not."""
+    return int(dynamo_config.accumulated_recompile_limit)
+
+
 def fail_on_recompile_limit_hit() -> bool:
     return bool(dynamo_config.fail_on_recompile_limit_hit)
 

@@ -34,8 +34,18 @@ torch's internals are reached), torch's public API.
 # [Note: Shared entries]
 # ``torch.compile`` keeps entries on the code object, so two compiled wrappers of one
 # function see each other's entries (and count towards one recompile limit). jitguard
-# keeps one cache per (function, backend, fullgraph, dynamic, verify) in a weak map keyed
-# by the function object; ``isolate_recompiles=True`` makes a private cache.
+# keeps the caches of a function in one ``Regions`` (a weak map keyed by the function
+# object): one shared cache per option set (backend, fullgraph, dynamic, verify, limit,
+# store), and one private cache per ``isolate_recompiles=True`` wrapper. As in torch 2.13:
+#   * the recompile limit of a shared cache counts the compiles of every shared cache of
+#     the function, whatever its backend (an entry serves only its own options, as torch's
+#     serve only their backend); an isolated cache counts its own;
+#   * ``accumulated_recompile_limit`` caps the entries of all of them together;
+#   * an isolated cache that misses looks in the shared cache of its options before
+#     compiling (reading it only: what it compiles stays its own), and its recompile
+#     reasons name that cache's entries too.
+# A hit of a shared entry through an isolated wrapper is a normal lookup of that entry
+# (its own guards, nothing skipped), so no soundness is traded for the sharing.
 """
 
 from __future__ import annotations
@@ -53,11 +63,11 @@ import torch
 from ..cache.stance import no_recompiles
 from ..store.tiers import StoreLike
 from .compiled import CompiledFunction
-from .dynamo_cache import DynamoCache, TorchCompiler
+from .dynamo_cache import DynamoCache, Regions, TorchCompiler
 
 __all__ = ["TorchCompiler", "compile"]
 
-_shared: weakref.WeakKeyDictionary[Any, dict[Any, weakref.ref[DynamoCache]]] = weakref.WeakKeyDictionary()
+_shared: weakref.WeakKeyDictionary[Any, Regions] = weakref.WeakKeyDictionary()
 
 def _target(obj: Any) -> tuple[types.FunctionType, Optional[Any]]:
     """The Python function to capture and the object passed as its first argument
@@ -82,17 +92,12 @@ def _target(obj: Any) -> tuple[types.FunctionType, Optional[Any]]:
 
 def _cache_for(fn: types.FunctionType, key: tuple[Any, ...], isolate: bool,
                make: Callable[[], DynamoCache]) -> DynamoCache:
-    """[Note: Shared entries]: the map holds caches weakly (the wrappers hold them), so a
-    cache lives as long as one wrapper of it does, and a function is not kept alive."""
-    if isolate:
-        return make()
-    per_fn = _shared.setdefault(fn, {})
-    ref = per_fn.get(key)
-    cache = ref() if ref is not None else None
-    if cache is None:
-        cache = make()
-        per_fn[key] = weakref.ref(cache)
-    return cache
+    """[Note: Shared entries]: the map holds the function weakly and its caches weakly (the
+    wrappers hold them), so a cache lives as long as one wrapper of it does."""
+    regions = _shared.get(fn)
+    if regions is None:
+        regions = _shared[fn] = Regions()
+    return regions.cache_for(key, isolate, make)
 
 
 def _verify_default() -> bool:
