@@ -157,3 +157,33 @@ def test_triton_pointer_whose_data_ptr_fails() -> None:
     f = preset(lambda p: p.ptr, "triton")
     for ptr in [None, "16", 16, 17, None]:
         assert f(Broken(ptr)) == ptr
+
+
+def test_triton_dtype_property_that_raises() -> None:
+    """A pointer whose ``dtype`` property raises (some instances) is served as the plain
+    function serves it, before and after entries for readable instances exist."""
+    base = np.zeros(8)
+
+    class Lazy:
+        def __init__(self, dtype: Any, fail: bool) -> None:
+            self._dtype, self.fail = dtype, fail
+
+        @property
+        def dtype(self) -> Any:
+            if self.fail:
+                raise RuntimeError("not materialized")
+            return self._dtype
+
+        def data_ptr(self) -> int:
+            return int(base.__array_interface__["data"][0])
+
+    def fn(p: Any) -> Any:
+        try:
+            return p.dtype
+        except RuntimeError:
+            return "failed"
+
+    f = preset(fn, "triton")
+    for p in [Lazy("a", True), Lazy("a", False), Lazy("b", True), Lazy("b", False),
+              Lazy("a", False)]:
+        assert f(p) == fn(p)

@@ -35,7 +35,8 @@ May import: _util, integrations, guards, sources, compiler.*, cache.policy.
 #     constant by value, anything else by type and identity, a missing one by NOT_HASATTR;
 #   * a value of an array-like or pointer type that cannot be read as one (an
 #     ``__array_interface__`` that raises or is no dict, DLPack on another device, a
-#     ``data_ptr()`` that fails) is guarded as an object (type and identity) in both
+#     ``data_ptr()``, ``.dtype`` or ``.device`` that raises) is guarded as an object (type
+#     and identity) in both
 #     presets: a preset never makes a call fail that the plain function serves;
 #   * everything else as in "types".
 # Rules registered on a preset policy itself come first.
@@ -170,17 +171,26 @@ def int_class_rule(ctx: ArgContext, source: Source, value: Any) -> None:
         ctx.guard(source, GuardBuilder.INT_CLASS)
 
 
-def _pointer_attr(ctx: ArgContext, source: Source, value: Any, name: str) -> None:
-    """Guard a pointer argument's ``name`` (``dtype``, ``device``) as Triton reads it
-    (``x.dtype``, wherever it lives: the class, the instance, ``__getattr__``): by value when
-    it is a constant, else by type and identity; its absence by NOT_HASATTR."""
-    attr = AttrSource(source, name)
+_ABSENT: Any = object()
+
+
+def _pointer_attr(value: Any, name: str) -> Any:
+    """A pointer argument's ``name`` (``dtype``, ``device``) as Triton reads it (``x.dtype``,
+    wherever it lives: the class, the instance, ``__getattr__``); ``_ABSENT`` when it has
+    none. Any other exception of the read propagates."""
     try:
-        part = getattr(value, name)
+        return getattr(value, name)
     except AttributeError:
+        return _ABSENT
+
+
+def _guard_pointer_attr(ctx: ArgContext, source: Source, name: str, part: Any) -> None:
+    """``part`` (read by ``_pointer_attr``) by value when it is a constant, else by type
+    and identity; its absence by NOT_HASATTR."""
+    attr = AttrSource(source, name)
+    if part is _ABSENT:
         ctx.guard(attr, GuardBuilder.NOT_HASATTR)
-        return
-    if is_constant(part):
+    elif is_constant(part):
         ctx.guard(attr, GuardBuilder.EQUALS_MATCH)
     else:
         ctx.as_object(attr, part)
@@ -190,7 +200,7 @@ def pointer_rule(ctx: ArgContext, source: Source, value: Any) -> None:
     """What a Triton kernel's pointer argument is specialized on: exact type, dtype (and
     device, for a type with ``data_ptr``), and whether its data is 16-byte aligned. An
     array-like whose class has no ``dtype`` is guarded by ARRAY_MATCH (any layout); a value
-    whose data pointer cannot be read, as an object (type and identity)."""
+    whose data pointer, dtype or device cannot be read, as an object (type and identity)."""
     tp = type(value)
     if not _reads(data_pointer, value):  # no pointer to classify: the object itself
         ctx.as_object(source, value)
@@ -199,10 +209,15 @@ def pointer_rule(ctx: ArgContext, source: Source, value: Any) -> None:
     if not has_ptr and _static_lookup(tp, "dtype") is MISSING:
         ctx.guard(source, functools.partial(GuardBuilder.ARRAY_MATCH, layout="any"))
     else:
+        names = ("dtype", "device") if has_ptr else ("dtype",)
+        try:
+            parts = [_pointer_attr(value, name) for name in names]
+        except Exception:  # a property that raises: nothing to specialize on
+            ctx.as_object(source, value)
+            return
         ctx.by_type(source, value)
-        _pointer_attr(ctx, source, value, "dtype")
-        if has_ptr:
-            _pointer_attr(ctx, source, value, "device")
+        for name, part in zip(names, parts, strict=True):
+            _guard_pointer_attr(ctx, source, name, part)
     ctx.guard(source, GuardBuilder.DATA_PTR_ALIGNED)
     ctx.ignore_aliasing(source)
 
