@@ -340,8 +340,13 @@ class Persistence:
         if key is None:
             return
         cid = str(entry.compile_id)
-        doc = export_guards(entry.check, arg_names=self.params)
-        eid = entry_id(doc)
+        try:
+            doc = export_guards(entry.check, arg_names=self.params)
+            eid = entry_id(doc)
+        except (GuardSchemaError, ValueError) as e:  # a source with no JSON form, say
+            self._event(f"{key}:-", "not stored", f"its guard set has no JSON form: {str(e)[:300]}", "-",
+                        cid)
+            return
         ref = f"{key}:{eid}"
         for g in doc["guards"]:
             if not g["portable"]:
