@@ -252,7 +252,7 @@ def _fact_call(spec: DispatchFact) -> Optional[tuple[int, tuple[Any, ...]]]:
     exact forms the array and Triton kinds declare; None for anything else."""
     consts = dict(spec.consts)
     for (layout, aligned), fact in ARRAY_FACTS.items():
-        if spec == fact and consts.get("array_token") is array_facts.array_token:
+        if spec == fact and consts.get("array_token") is array_facts.TOKEN_FUNCTIONS[layout, aligned]:
             return (EXPR_ARRAY, (layout, aligned)) if _array_support() else None
     if spec.typed is None and spec.gate is None and consts.get("int_class") is array_facts.int_class:
         if spec.expr == "{int_class}({v})" and len(consts) == 1:

@@ -88,6 +88,7 @@ __all__ = [
     "int_class",
     "intern_fact",
     "InternedFact",
+    "TOKEN_FUNCTIONS",
     "numpy_or_none",
 ]
 
@@ -315,20 +316,9 @@ def array_fact(x: Any, layout: bool = True, aligned: bool = False) -> tuple[Any,
 _MASKS = (_WRITEABLE, _WRITEABLE | 3, _WRITEABLE | _ALIGNED, _WRITEABLE | _ALIGNED | 3)
 
 
-def array_token(x: Any, layout: bool = True, aligned: bool = False) -> InternedFact:
-    """``intern_fact(array_fact(x, layout, aligned))``, the dispatch key of ARRAY_MATCH
-    ([Note: Array facts]); TypeError when ``x`` is no array."""
-    if type(x) is _ndarray:  # the hot path: two dict lookups by small ints
-        d = x.dtype
-        hit = _dtype_keys.get(id(d))
-        if hit is not None and hit[0] is d:
-            sel = (1 if layout else 0) | (2 if aligned else 0)
-            token = hit[2].get((x.flags.num & _MASKS[sel]) | sel << 4 | x.ndim << 16)
-            if token is not None:
-                return token
-        a = x
-    else:
-        a = as_ndarray(x)
+def _token_slow(x: Any, layout: bool, aligned: bool) -> InternedFact:
+    """``array_token`` computed: the fact, interned, and remembered for its dtype."""
+    a = as_ndarray(x)
     d, nd, flags = _get_dtype(a), _get_ndim(a), _get_flags(a).num
     token = intern_fact(_fact(d, nd, flags, layout, aligned))
     hit = _dtype_keys.get(id(d))
@@ -336,6 +326,38 @@ def array_token(x: Any, layout: bool = True, aligned: bool = False) -> InternedF
         sel = (1 if layout else 0) | (2 if aligned else 0)
         hit[2][(flags & _MASKS[sel]) | sel << 4 | nd << 16] = token
     return token
+
+
+def _token_function(layout: bool, aligned: bool) -> Callable[[Any], InternedFact]:
+    """``array_token(x, layout, aligned)`` as a function of ``x`` alone (the dispatcher
+    calls it with one argument, its options and code bits bound)."""
+    sel = (1 if layout else 0) | (2 if aligned else 0)
+    mask, tag = _MASKS[sel], sel << 4
+
+    def token(x: Any) -> InternedFact:
+        if type(x) is _ndarray:  # the hot path: two dict lookups by small ints
+            d = x.dtype
+            hit = _dtype_keys.get(id(d))
+            if hit is not None and hit[0] is d:
+                found = hit[2].get((x.flags.num & mask) | tag | x.ndim << 16)
+                if found is not None:
+                    return found
+        return _token_slow(x, layout, aligned)
+
+    token.__name__ = token.__qualname__ = f"array_token_{'layout' if layout else 'any'}" + (
+        "_aligned" if aligned else "")
+    return token
+
+
+# (layout, aligned) -> array_token with those options, a function of the value alone.
+TOKEN_FUNCTIONS = {(layout, aligned): _token_function(layout, aligned)
+                   for layout in (True, False) for aligned in (False, True)}
+
+
+def array_token(x: Any, layout: bool = True, aligned: bool = False) -> InternedFact:
+    """``intern_fact(array_fact(x, layout, aligned))``, the dispatch key of ARRAY_MATCH
+    ([Note: Array facts]); TypeError when ``x`` is no array."""
+    return TOKEN_FUNCTIONS[bool(layout), bool(aligned)](x)
 
 
 # ---- Triton's classes ------------------------------------------------------------------

@@ -22,25 +22,22 @@ from collections.abc import Hashable
 from typing import Any, NamedTuple, Optional
 
 from ..errors import GuardKindError
-from .array_facts import array_dtype, array_fact, array_token, intern_fact
+from .array_facts import TOKEN_FUNCTIONS, array_dtype, array_fact, array_token, intern_fact
 from .kinds import DispatchFact, EmitContext, GuardKind, register_guard_kind
 from .values import Ident, describe_ident, type_name
 
 __all__ = ["ARRAY_FACTS", "ArrayMatch", "ArraySpec"]
 
-_CONSTS = (("array_token", array_token),)
 # One fact per option set; see [Note: Kinds own their cache data]. The type is the fact's
 # first part ("id"), so the dispatcher tests it (hoisted, or as a gate) before it calls
-# array_token, which reads the value's attributes.
+# array_token (bound to the options: one argument), which reads the value's attributes.
 ARRAY_FACTS = {
-    (True, False): DispatchFact("array", "{array_token}({v})", typed="id", gate="types",
-                                spread=True, consts=_CONSTS),
-    (True, True): DispatchFact("array_aligned", "{array_token}({v}, True, True)", typed="id",
-                               gate="types", spread=True, consts=_CONSTS),
-    (False, False): DispatchFact("array_any_layout", "{array_token}({v}, False)", typed="id",
-                                 gate="types", spread=True, consts=_CONSTS),
-    (False, True): DispatchFact("array_any_layout_aligned", "{array_token}({v}, False, True)",
-                                typed="id", gate="types", spread=True, consts=_CONSTS),
+    (layout, aligned): DispatchFact(
+        name, "{array_token}({v})", typed="id", gate="types", spread=True,
+        consts=(("array_token", TOKEN_FUNCTIONS[layout, aligned]),))
+    for (layout, aligned), name in (((True, False), "array"), ((True, True), "array_aligned"),
+                                    ((False, False), "array_any_layout"),
+                                    ((False, True), "array_any_layout_aligned"))
 }
 _LAYOUT_TEXT = {"C": "C (C-contiguous)", "F": "F (Fortran-contiguous)",
                 "A": "A (neither C- nor Fortran-contiguous)"}
