@@ -26,10 +26,26 @@ torch's internals are reached), torch's public API.
 # ``torch._dynamo.config`` knobs), as ``torch.compile`` does.
 #
 # What is compiled: a function as itself; an ``nn.Module`` as ``type(m).forward`` with the
-# module as first argument (sources read ``L['self']``; its own hooks do not run, see the
-# README's known limits); a bound method as its ``__func__`` with ``__self__`` first; an
-# object with a Python ``__call__`` likewise. Two wrappers of one function with the same
+# module as first argument (sources read ``L['self']``), and, while it has hooks or an
+# instance ``forward``, as the module call itself ([Note: Compiling a module's call]); a
+# bound method as its ``__func__`` with ``__self__`` first; an object with a Python
+# ``__call__`` likewise. Two wrappers of one function with the same
 # options share one cache unless ``isolate_recompiles=True`` ([Note: Shared entries]).
+#
+# [Note: Compiling a module's call]
+# ``type(m).forward`` alone is what a call of a module without hooks runs, and most calls
+# take that path. While the module has hooks of its own (forward, pre-forward, backward),
+# torch's global module hooks are registered, or ``forward`` is set on the instance, a call
+# is captured as ``m(*args, **kwargs)`` instead: one Python function per ``forward``
+# (``_caller_of``) whose body is the module call, so Dynamo inlines ``Module.__call__``
+# with the hooks and the instance ``forward``, as ``torch.compile(m)`` does. What makes
+# that sound is Dynamo's guards on the call: the length of each hook dict and each hook's
+# code (its closure where read), the instance ``forward``, the global hook dicts, plus
+# jitguard's always-checked empty hook dicts. A hook added, removed or replaced after
+# compiling fails one of them, so the call recompiles; with every hook gone the call is back
+# on ``forward``'s entries. Where Dynamo cannot capture the call (a backward hook it does
+# not trace), the entry runs ``m(...)`` eagerly ([Note: Capture failures]), or, with
+# ``fullgraph=True``, the call raises ``CaptureError``, as ``torch.compile`` does.
 #
 # [Note: Shared entries]
 # ``torch.compile`` keeps entries on the code object, so two compiled wrappers of one
@@ -50,9 +66,11 @@ torch's internals are reached), torch's public API.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 import os
+import sys
 import types
 import weakref
 from collections.abc import Callable
@@ -161,26 +179,64 @@ def compile(
     if verify is None:
         verify = _verify_default()
     fn, first = _target(model_or_fn)
-    code = fn.__code__
-    where = f"{fn.__qualname__} at {code.co_filename}:{code.co_firstlineno}"
     backend_key = backend if isinstance(backend, str) else id(backend)
-
-    def make() -> DynamoCache:
-        compiler = TorchCompiler(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
-                                 verify=bool(verify), where=where)
-        cache = DynamoCache(fn, compiler, recompile_limit, store)
-        cache.where = where
-        cache._job.where = where
-        return cache
-
     store_key = store if isinstance(store, (bool, str, type(None))) else (
         os.fspath(store) if isinstance(store, os.PathLike) else id(store))
-    cache = _cache_for(fn, (backend_key, fullgraph, dynamic, bool(verify), recompile_limit,
-                            store_key), isolate_recompiles, make)
-    remake = None
-    if isinstance(model_or_fn, torch.nn.Module):
-        def remake() -> Any:
-            return compile(model_or_fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
-                           verify=verify, isolate_recompiles=isolate_recompiles,
-                           recompile_limit=recompile_limit, store=store)
-    return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles, remake)
+    key = (backend_key, fullgraph, dynamic, bool(verify), recompile_limit, store_key)
+
+    def cache_for(target: types.FunctionType, where: str) -> DynamoCache:
+        def make() -> DynamoCache:
+            compiler = TorchCompiler(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
+                                     verify=bool(verify), where=where)
+            cache = DynamoCache(target, compiler, recompile_limit, store)
+            cache.where = where
+            cache._job.where = where
+            return cache
+
+        return _cache_for(target, key, isolate_recompiles, make)
+
+    code = fn.__code__
+    cache = cache_for(fn, f"{fn.__qualname__} at {code.co_filename}:{code.co_firstlineno}")
+    if not isinstance(model_or_fn, torch.nn.Module):
+        return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles)
+    module = model_or_fn
+
+    def remake() -> Any:
+        return compile(module, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
+                       verify=verify, isolate_recompiles=isolate_recompiles,
+                       recompile_limit=recompile_limit, store=store)
+
+    def hooked() -> Any:
+        """[Note: Compiling a module's call]: ``m(...)`` itself, hooks included."""
+        caller = _caller_of(fn)
+        where = (f"{type(module).__qualname__}.__call__ (hooks or an instance forward) at "
+                 f"{code.co_filename}:{code.co_firstlineno}")
+        return CompiledFunction.make(module, caller, module, cache_for(caller, where),
+                                     no_recompiles, plain=True)
+
+    return CompiledFunction.make(module, fn, first, cache, no_recompiles, remake, hooked)
+
+
+_callers: weakref.WeakKeyDictionary[Any, types.FunctionType] = weakref.WeakKeyDictionary()
+
+
+def _call_module(self: Any, *args: Any, **kwargs: Any) -> Any:
+    return self(*args, **kwargs)
+
+
+def _caller_of(forward: types.FunctionType) -> types.FunctionType:
+    """The function captured for a module call that ``forward`` alone does not serve: one
+    per ``forward`` (its own code object, as Dynamo keys its automatic dynamic shapes by
+    code; its own globals, where the captures install their graphs), made once."""
+    caller = _callers.get(forward)
+    if caller is None:
+        name = f"{forward.__qualname__.rpartition('.')[0] or forward.__name__}.__call__"
+        names: dict[str, Any] = {"co_name": "__call__"}
+        if sys.version_info >= (3, 11):
+            names["co_qualname"] = name
+        code = _call_module.__code__.replace(**names)
+        scope = {"__builtins__": builtins, "__name__": forward.__module__}
+        caller = types.FunctionType(code, scope, "__call__")
+        caller.__qualname__ = name
+        _callers[forward] = caller
+    return caller
