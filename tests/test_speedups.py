@@ -607,6 +607,90 @@ def test_int_class_in_c_equals_python(x: Any, divisors: tuple[int, ...]) -> None
 
 
 @needs_c
+@settings(max_examples=300, deadline=None)
+@given(a=arrays(), layout=st.booleans(), aligned=st.booleans())
+def test_array_token_in_c_is_pythons(a: Any, layout: bool, aligned: bool) -> None:
+    """The C path's array token is the very object Python's array_token returns, from its
+    own table or (emptied) from array_facts' cache; a dtype not in that cache (metadata,
+    fields) is left to Python."""
+    from jitguard._src.compiler.array_facts import array_token
+
+    want = array_token(a, layout, aligned)
+    for clear in (False, True, False):
+        if clear:
+            _c().clear_tokens()
+        try:
+            got = _c().array_token(a, layout, aligned)
+        except LookupError:
+            base = a.dtype.subdtype[0] if a.dtype.subdtype is not None else a.dtype
+            assert a.dtype.metadata or base.metadata or base.names is not None, a.dtype
+            return
+        assert got is want
+
+
+@needs_c
+def test_array_token_in_c_follows_changes_in_place() -> None:
+    """After a token is in the C table, flags, shape or dtype changed in place give the new
+    fact's token (or a forward), never the old one."""
+    from jitguard._src.compiler.array_facts import array_fact, array_token
+
+    np = _numpy()
+    a = np.zeros(8)
+    first = array_token(a, True, True)
+    assert _c().array_token(a, True, True) is first
+
+    def c_token() -> Any:
+        try:
+            return _c().array_token(a, True, True)
+        except LookupError:  # not in the caches yet: Python computes it
+            return array_token(a, True, True)
+
+    a.flags.writeable = False
+    assert c_token().fact == array_fact(a, True, True) != first.fact
+    a.flags.writeable = True
+    a.shape = (2, 4)
+    assert c_token().fact == array_fact(a, True, True) != first.fact
+    a.shape = (8,)
+    a.dtype = np.int64
+    assert c_token().fact == array_fact(a, True, True) != first.fact
+
+
+def test_arrays_changed_in_place_after_a_hit_miss(dispatch_mode: str) -> None:
+    """An entry hit for an array is never used for it once its writeability, shape, dtype
+    or structured field names change in place: each change compiles (or hits) the entry of
+    the new fact, in both modes."""
+    np = _numpy()
+    from jitguard._src.compiler.array_facts import array_fact
+
+    def compiler(req: CompileRequest) -> Any:
+        baked = array_fact(req.arguments["x"], True, True)
+        return lambda x: baked
+
+    f = specialize(lambda x: None, policy="types", global_state=False, recompile_limit=None,
+                   compiler=compiler)
+    a = np.zeros(8)
+    rec = np.zeros(8, np.dtype([("p", "f4"), ("q", "i4")]))
+    for _ in range(3):  # the first round compiles, the others hit the same entries
+        for change in ("none", "readonly", "shape", "dtype", "renamed"):
+            if change == "readonly":
+                a.flags.writeable = False
+            elif change == "shape":
+                a.shape = (2, 4)
+            elif change == "dtype":
+                a.dtype = np.int64
+            elif change == "renamed":
+                rec.dtype.names = ("q", "p") if rec.dtype.names == ("p", "q") else ("p", "q")
+            for x in (a, rec):
+                assert f(x) == array_fact(x, True, True)
+                assert f(x) == array_fact(x, True, True)  # a hit, of the same entry
+            a = np.zeros(8)
+    stats = cache_of(f).stats()
+    assert stats.compiles == 6  # a: plain, read-only, 2-d, int64; rec: two orders of names
+    assert stats.hits == 3 * 5 * 2 * 2 - 6 and stats.failures == 0
+    assert (served_in_c(f) > 0) == (dispatch_mode == "c")
+
+
+@needs_c
 @settings(max_examples=200, deadline=None)
 @given(offset=st.integers(0, 31), align=st.sampled_from([2, 4, 8, 16, 32, 64]))
 def test_data_ptr_aligned_in_c_equals_python(offset: int, align: int) -> None:

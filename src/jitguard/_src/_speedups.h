@@ -23,7 +23,7 @@ enum { MODE_FORWARD = 0, MODE_NODIMS = 1, MODE_EXACT = 2, MODE_KEYED = 3 };
 enum { PRE_NONE = 0, PRE_IS = 1, PRE_SET = 2 };
 enum {
     EXPR_NONE = 0, EXPR_VALUE = 1, EXPR_ID = 2, EXPR_LEN = 3,
-    EXPR_ARRAY = 4,      /* array_fact(v, layout, aligned), natively for numpy arrays */
+    EXPR_ARRAY = 4,      /* array_token(v, layout, aligned), natively for numpy arrays */
     EXPR_INT_CLASS = 5,  /* int_class(v, divisors) */
     EXPR_PTR = 6,        /* data_ptr_aligned(v, align), natively for exact numpy arrays */
     EXPR_UNION = 7,      /* a union dim: per type, (id(type), its fact) or the id alone */

@@ -38,11 +38,14 @@ cache.facts, cache.entry, cache.signature.
 # slot before it runs any code (the ``tick``, the artifact).
 # The facts it computes: "value" (builtin scalars only), "type", "id", "type_len" (builtin
 # containers only), and the facts of the array and Triton kinds ([Note: Array facts]):
-# ``array_fact`` of a numpy array (a subclass too) from the array's struct fields (data, nd,
-# descr, flags: numpy's stable public layout, checked once against numpy's own answers) with
-# the dtype's key taken from ``array_facts``' own cache (a dtype not in it, e.g. one with
-# metadata, is forwarded: Python computes and caches it); ``int_class`` of an int within 64
-# bits; ``data_ptr_aligned`` of an exact ndarray. Anything else those functions accept (an
+# ``array_token`` of a numpy array (a subclass too) from the array's struct fields (data,
+# nd, descr, flags: numpy's stable public layout, checked once against numpy's own answers):
+# the token Python interned, found by the dtype's address and the code of its ndim and flags,
+# in a small table of the extension's own (each row holds its dtype and token) or else in
+# ``array_facts``' cache (a dtype not in it, e.g. one with metadata or fields, or a fact not
+# interned yet, is forwarded: Python computes and interns it); in a union dim, the part
+# ``(id(ndarray), token)`` of an exact ndarray is one tuple per row, built once; ``int_class``
+# of an int within 64 bits; ``data_ptr_aligned`` of an exact ndarray. Anything else those functions accept (an
 # ``__array_interface__`` or DLPack object, a torch tensor's ``data_ptr()``, a bigger int)
 # is forwarded before any of its code runs. tests/test_speedups.py checks each C fact
 # against the Python definition on hypothesis-drawn values.
@@ -250,7 +253,7 @@ def _fact_call(spec: DispatchFact) -> Optional[tuple[int, tuple[Any, ...]]]:
     exact forms the array and Triton kinds declare; None for anything else."""
     consts = dict(spec.consts)
     for (layout, aligned), fact in ARRAY_FACTS.items():
-        if spec == fact and consts.get("array_fact") is array_facts.array_fact:
+        if spec == fact and consts.get("array_token") is array_facts.TOKEN_FUNCTIONS[layout, aligned]:
             return (EXPR_ARRAY, (layout, aligned)) if _array_support() else None
     if spec.typed is None and spec.gate is None and consts.get("int_class") is array_facts.int_class:
         if spec.expr == "{int_class}({v})" and len(consts) == 1:
@@ -288,7 +291,8 @@ def _array_support() -> bool:
         return False
     probe = np.arange(6, dtype=np.int64).reshape(2, 3)[:, 1:]
     data = probe.__array_interface__["data"][0]
-    _arrays = bool(_speedups.set_array_support(np.ndarray, array_facts._dtype_keys, probe, data,
+    _arrays = bool(_speedups.set_array_support(np.ndarray, array_facts._dtype_keys,
+                                               array_facts.InternedFact, probe, data,
                                                probe.ndim, probe.flags.num))
     return _arrays
 
