@@ -18,7 +18,8 @@ cache.facts, cache.entry, cache.signature.
 # with the values, so that no residual ever runs twice. A call is *forwarded* to the
 # fallback, arguments untouched, only before any Python code has run: keywords or another
 # number of arguments (so every parameter is given: no default is read, whatever was added
-# or changed since, [Note: Defaults are read at call time]), the ``DEFAULT`` sentinel passed
+# or changed since, [Note: Defaults are read at call time]), ``fn.__code__`` replaced since
+# the entries were compiled ([Note: A replaced __code__]), the ``DEFAULT`` sentinel passed
 # by hand, a miss or failed precondition in an exact layout, a key part the C code does not
 # compute for that value, a layout the codes cannot express (a ``fact_of`` dim, a derived
 # source's fact, a part that would run code of the value's type). Before that point nothing
@@ -78,7 +79,7 @@ from .signature import DEFAULT, Signature
 __all__ = ["ENV_VAR", "available", "install", "set_enabled", "speedups_enabled", "state_for", "why_not", "wrap"]
 
 ENV_VAR = "JITGUARD_PURE_PYTHON"
-ABI = 5  # the extension's ABI constant this module reads (a stale build is not used)
+ABI = 6  # the extension's ABI constant this module reads (a stale build is not used)
 log = logging.getLogger("jitguard.dispatch")
 
 _speedups: Any = None
