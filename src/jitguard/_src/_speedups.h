@@ -15,7 +15,7 @@
 
 #define MAX_PARTS 64
 /* What cache/fast.py expects (ABI there): a stale build of another version is not used. */
-#define SPEEDUPS_ABI 5
+#define SPEEDUPS_ABI 6
 
 /* ---- the codes of a State ---------------------------------------------------------- */
 
@@ -27,8 +27,9 @@ enum {
     EXPR_INT_CLASS = 5,  /* int_class(v, divisors) */
     EXPR_PTR = 6,        /* data_ptr_aligned(v, align), natively for exact numpy arrays */
     EXPR_UNION = 7,      /* a union dim: per type, (id(type), its fact) or the id alone */
+    EXPR_DTYPE = 8,      /* dtype_key(v) of a dtype in array_facts' cache */
 };
-#define EXPR_LAST EXPR_UNION
+#define EXPR_LAST EXPR_DTYPE
 #define MAX_DIVISORS 16
 
 typedef struct DimSpec {
