@@ -158,8 +158,6 @@ class TorchCompiler:
         if cap.tree is not None:
             self._delegate(request, info)
         info.forget_entries()
-        if adapter_runtime.function_modes_active():  # [Note: A hit's cost]
-            cap.fn = adapter_runtime.without_function_modes(cap.fn)
         artifact = info.verified(self.where, request.signature.bind) if self.verify else cap.fn
         if self.saving:
             self.saved[artifact] = (
