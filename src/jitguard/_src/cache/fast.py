@@ -18,7 +18,8 @@ compiler.builtin_kinds, cache.facts, cache.entry, cache.signature.
 # with the values, so that no residual ever runs twice. A call is *forwarded* to the
 # fallback, arguments untouched, only before any Python code has run: keywords or another
 # number of arguments (so every parameter is given: no default is read, whatever was added
-# or changed since, [Note: Defaults are read at call time]), the ``DEFAULT`` sentinel passed
+# or changed since, [Note: Defaults are read at call time]), ``fn.__code__`` replaced since
+# the entries were compiled ([Note: A replaced __code__]), the ``DEFAULT`` sentinel passed
 # by hand, a miss or failed precondition in an exact layout, a key part the C code does not
 # compute for that value, a layout the codes cannot express (a ``fact_of`` dim, a derived
 # source's fact, a part that would run code of the value's type). Before that point nothing

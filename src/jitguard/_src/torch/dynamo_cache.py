@@ -406,6 +406,8 @@ class DynamoCache(FunctionCache):
     def _miss(self, *values: Any) -> Any:
         if self.regions is not None and self.isolated:
             for shared in self.regions.fallbacks(self):
+                if shared._code_replaced():  # [Note: A replaced __code__]
+                    continue
                 entry = shared._snapshot.lookup(values)
                 if entry is not None:
                     entry.slow_hits += 1
