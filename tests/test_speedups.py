@@ -655,6 +655,56 @@ def test_array_token_in_c_follows_changes_in_place() -> None:
     assert c_token().fact == array_fact(a, True, True) != first.fact
 
 
+@needs_c
+@settings(max_examples=100, deadline=None)
+@given(spec=st.sampled_from(DTYPES), meta=st.booleans())
+def test_dtype_key_in_c_is_pythons(spec: Any, meta: bool) -> None:
+    """dtype_key in C is the key Python cached for that very dtype object; a dtype not in
+    the cache (metadata, fields: they can change in place), and any other object, are left
+    to Python."""
+    from jitguard._src.compiler.array_facts import dtype_key
+
+    np = _numpy()
+    d = np.dtype(spec)
+    if meta and d.names is None:
+        d = np.dtype(d, metadata={"tag": 1})
+    want = dtype_key(d)
+    try:
+        got = _c().dtype_key(d)
+    except LookupError:
+        base = d.subdtype[0] if d.subdtype is not None else d
+        assert d.metadata or base.metadata or base.names is not None, d
+    else:
+        assert got is want
+    for other in ("f8", 1.0, np.zeros(2), np.float64):
+        with pytest.raises(LookupError):
+            _c().dtype_key(other)
+
+
+def test_dtype_arguments_hit_and_renamed_fields_miss(dispatch_mode: str) -> None:
+    """Entries keyed on a dtype argument's class and key hit (in C with the C path, for the
+    dtypes the key cache holds); a structured dtype renamed in place after a hit compiles
+    again, in both modes."""
+    np = _numpy()
+
+    def compiler(req: CompileRequest) -> Any:
+        baked = req.arguments["d"].descr
+        return lambda d: baked
+
+    f = specialize(lambda d: None, compiler=compiler, global_state=False, recompile_limit=None)
+    plain = [np.dtype(c) for c in ("f8", "f4", "i8", "q", "u1", "c16", ">f8")]
+    rec = np.dtype([("a", "f8"), ("b", "i4")])
+    for _ in range(3):
+        for d in (*plain, rec):
+            assert f(d) == d.descr
+    assert cache_of(f).stats().compiles == len(plain) + 1
+    assert served_in_c(f) >= (2 * len(plain) if dispatch_mode == "c" else 0)
+    rec.names = ("x", "y")
+    assert f(rec) == [("x", "<f8"), ("y", "<i4")] == f(rec)
+    stats = cache_of(f).stats()
+    assert stats.compiles == len(plain) + 2 and stats.hits == 2 * (len(plain) + 1) + 1
+
+
 def test_arrays_changed_in_place_after_a_hit_miss(dispatch_mode: str) -> None:
     """An entry hit for an array is never used for it once its writeability, shape, dtype
     or structured field names change in place: each change compiles (or hits) the entry of

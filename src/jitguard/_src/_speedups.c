@@ -38,6 +38,8 @@ static PyMethodDef module_methods[] = {
      "array_fact(x, layout=True, aligned=False) as the C path computes it (LookupError: forwarded)."},
     {"array_token", py_array_token, METH_VARARGS,
      "array_token(x, layout=True, aligned=False) as the C path computes it (LookupError: forwarded)."},
+    {"dtype_key", py_dtype_key, METH_O,
+     "dtype_key(d) as the C path computes it (LookupError: forwarded)."},
     {"clear_tokens", py_clear_tokens, METH_NOARGS,
      "Empty the C path's own table of array tokens (it fills again from array_facts')."},
     {"int_class", py_int_class, METH_VARARGS,

@@ -27,8 +27,9 @@ enum {
     EXPR_INT_CLASS = 5,  /* int_class(v, divisors) */
     EXPR_PTR = 6,        /* data_ptr_aligned(v, align), natively for exact numpy arrays */
     EXPR_UNION = 7,      /* a union dim: per type, (id(type), its fact) or the id alone */
+    EXPR_DTYPE = 8,      /* dtype_key(v) of a dtype in array_facts' cache */
 };
-#define EXPR_LAST EXPR_UNION
+#define EXPR_LAST EXPR_DTYPE
 #define MAX_DIVISORS 16
 
 typedef struct DimSpec {

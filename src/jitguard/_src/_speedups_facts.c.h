@@ -88,7 +88,7 @@ parse_extra(DimSpec *d, PyObject *extra)
                 }
                 return -1;
             }
-            if (b->expr < EXPR_NONE || b->expr >= EXPR_UNION) {
+            if (b->expr < EXPR_NONE || b->expr > EXPR_LAST || b->expr == EXPR_UNION) {
                 goto bad;
             }
             b->ngate = PyTuple_GET_SIZE(tids);
@@ -318,6 +318,29 @@ array_pair_native(PyObject *v, int layout, int aligned)
     return pair;
 }
 
+/* dtype_key(v) of a dtype array_facts has cached (``_dtype_keys[id(v)]``, whose row holds
+ * ``v`` itself: an immutable dtype, no metadata or fields); anything else is NOT_NATIVE. */
+static PyObject *
+dtype_key_native(PyObject *v)
+{
+    if (dtype_cache == NULL) {
+        return NOT_NATIVE;
+    }
+    PyObject *ident = PyLong_FromVoidPtr((void *)v);
+    if (ident == NULL) {
+        return NULL;
+    }
+    PyObject *hit = PyDict_GetItemWithError(dtype_cache, ident);  /* an int key: no code runs */
+    Py_DECREF(ident);
+    if (hit == NULL) {
+        return PyErr_Occurred() ? NULL : NOT_NATIVE;
+    }
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 3 || PyTuple_GET_ITEM(hit, 0) != v) {
+        return NOT_NATIVE;
+    }
+    return Py_NewRef(PyTuple_GET_ITEM(hit, 1));
+}
+
 /* int_class(v, divisors); NOT_NATIVE past 64 bits. */
 static PyObject *
 int_class_native(PyObject *v, const DimSpec *d)
@@ -394,6 +417,8 @@ compute_part(const DimSpec *d, PyObject *v)
         return int_class_native(v, d);
     case EXPR_PTR:
         return ptr_aligned_native(v, d->align);
+    case EXPR_DTYPE:
+        return dtype_key_native(v);
     case EXPR_UNION: {
         uintptr_t tp = (uintptr_t)Py_TYPE(v);
         for (Py_ssize_t j = 0; j < d->nbranch; j++) {
@@ -499,6 +524,12 @@ py_array_token(PyObject *module, PyObject *args)
         return NULL;
     }
     return native_result(array_token_native(v, layout, aligned));
+}
+
+static PyObject *
+py_dtype_key(PyObject *module, PyObject *v)
+{
+    return native_result(dtype_key_native(v));
 }
 
 static PyObject *

@@ -2,7 +2,7 @@
 compiling a key layout into the codes its ``State`` reads.
 
 May import: _util, _speedups, compiler.kinds, compiler.array_facts, compiler.array_kinds,
-cache.facts, cache.entry, cache.signature.
+compiler.builtin_kinds, cache.facts, cache.entry, cache.signature.
 
 # [Note: The C hot path]
 # When the extension ``jitguard._src._speedups`` is built (setup.py builds it when a
@@ -45,7 +45,9 @@ cache.facts, cache.entry, cache.signature.
 # ``array_facts``' cache (a dtype not in it, e.g. one with metadata or fields, or a fact not
 # interned yet, is forwarded: Python computes and interns it); in a union dim, the part
 # ``(id(ndarray), token)`` of an exact ndarray is one tuple per row, built once; ``int_class``
-# of an int within 64 bits; ``data_ptr_aligned`` of an exact ndarray. Anything else those functions accept (an
+# of an int within 64 bits; ``data_ptr_aligned`` of an exact ndarray; ``dtype_key`` of a
+# dtype argument (the "dtype" fact of EQUALS_MATCH) found in ``array_facts``' cache by its
+# address (the row holds the dtype: an immutable one), else forwarded. Anything else those functions accept (an
 # ``__array_interface__`` or DLPack object, a torch tensor's ``data_ptr()``, a bigger int)
 # is forwarded before any of its code runs. tests/test_speedups.py checks each C fact
 # against the Python definition on hypothesis-drawn values.
@@ -64,6 +66,7 @@ from typing import Any, Optional
 from .._util import SCALAR_TYPES
 from ..compiler import array_facts
 from ..compiler.array_kinds import ARRAY_FACTS
+from ..compiler.builtin_kinds import FACT_DTYPE
 from ..compiler.kinds import (
     FACT_ID,
     FACT_TYPE,
@@ -107,7 +110,8 @@ _enabled = _speedups is not None
 # The codes of ``_speedups.State`` (see _speedups.h).
 MODE_FORWARD, MODE_NODIMS, MODE_EXACT, MODE_KEYED = 0, 1, 2, 3
 PRE_NONE, PRE_IS, PRE_SET = 0, 1, 2
-EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN, EXPR_ARRAY, EXPR_INT_CLASS, EXPR_PTR, EXPR_UNION = range(8)
+(EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN, EXPR_ARRAY, EXPR_INT_CLASS, EXPR_PTR, EXPR_UNION,
+ EXPR_DTYPE) = range(9)
 MAX_DIVISORS = 16
 
 _SCALAR_IDS = frozenset(id(t) for t in SCALAR_TYPES)
@@ -252,6 +256,8 @@ def _fact_call(spec: DispatchFact) -> Optional[tuple[int, tuple[Any, ...]]]:
     """``(expr code, options)`` of a fact computed by one of array_facts' functions, in the
     exact forms the array and Triton kinds declare; None for anything else."""
     consts = dict(spec.consts)
+    if spec == FACT_DTYPE and consts.get("dtype_key") is array_facts.dtype_key:
+        return (EXPR_DTYPE, ()) if _array_support() else None
     for (layout, aligned), fact in ARRAY_FACTS.items():
         if spec == fact and consts.get("array_token") is array_facts.TOKEN_FUNCTIONS[layout, aligned]:
             return (EXPR_ARRAY, (layout, aligned)) if _array_support() else None
