@@ -86,3 +86,36 @@ def test_long_int_default_key_is_stable(store_dir: Any) -> None:
     f = specialize(fn, store=True, global_state=False)
     assert f(1, 2) == 1
     assert [e.outcome for e in cache_of(f).store_events()] == ["saved"]
+
+
+def _nested(depth: int, wrap: Callable[[Any], Any]) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = wrap(value)
+    return value
+
+
+@pytest.mark.parametrize("policy", ["values", "types"])
+@pytest.mark.parametrize("wrap", [lambda v: frozenset({v}), lambda v: (v,), lambda v: [v],
+                                  lambda v: {"k": v}], ids=["frozenset", "tuple", "list", "dict"])
+def test_deeply_nested_arguments(policy: str, wrap: Callable[[Any], Any]) -> None:
+    """An argument nested thousands of levels deep is served (guarded as an object past
+    the depth limits), never a RecursionError; an equal but distinct one is not confused."""
+    deep = _nested(3000, wrap)
+    other = _nested(3000, wrap)
+    f = specialize(lambda x: id(x), compiler=memo, policy=policy, recompile_limit=None,
+                   automatic_dynamic=False, global_state=False)
+    assert f(deep) == id(deep) and f(deep) == id(deep)
+    assert f(other) == id(other)
+    assert "entries" in str(explain(f))
+
+
+def test_is_constant_is_depth_limited() -> None:
+    """A tuple, frozenset or slice nested past MAX_CONSTANT_DEPTH is no constant (so never
+    pinned by EQUALS_MATCH, whose comparison recurses); one within it is."""
+    from jitguard._src.compiler.constants import MAX_CONSTANT_DEPTH, is_constant
+
+    for wrap in (lambda v: (v,), lambda v: frozenset({v}), lambda v: slice(v, None)):
+        assert is_constant(_nested(MAX_CONSTANT_DEPTH, wrap))
+        assert not is_constant(_nested(MAX_CONSTANT_DEPTH + 1, wrap))
+        assert not is_constant(_nested(5000, wrap))
