@@ -15,7 +15,7 @@
 
 #define MAX_PARTS 64
 /* What cache/fast.py expects (ABI there): a stale build of another version is not used. */
-#define SPEEDUPS_ABI 6
+#define SPEEDUPS_ABI 7
 
 /* ---- the codes of a State ---------------------------------------------------------- */
 

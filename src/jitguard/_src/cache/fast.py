@@ -82,7 +82,7 @@ from .signature import DEFAULT, Signature
 __all__ = ["ENV_VAR", "available", "install", "set_enabled", "speedups_enabled", "state_for", "why_not", "wrap"]
 
 ENV_VAR = "JITGUARD_PURE_PYTHON"
-ABI = 6  # the extension's ABI constant this module reads (a stale build is not used)
+ABI = 7  # the extension's ABI constant this module reads (a stale build is not used)
 log = logging.getLogger("jitguard.dispatch")
 
 _speedups: Any = None
