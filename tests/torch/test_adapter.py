@@ -291,3 +291,28 @@ def test_mode_blind_hides_tensor_reads_from_function_modes() -> None:
         assert Counting.calls == 0
         x.stride()
         assert Counting.calls == 1
+
+
+def test_read_past_modes_and_mode_stack_len() -> None:
+    """read_past_modes reads size/stride/storage_offset unseen by an active mode;
+    mode_stack_len counts the modes on torch's stack."""
+    from torch.overrides import TorchFunctionMode
+
+    class Counting(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            Counting.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    x = torch.ones(2, 3)[:, 1:]
+    assert adapter_runtime.mode_stack_len() == 0
+    with Counting():
+        assert adapter_runtime.mode_stack_len() == 1
+        assert adapter_runtime.read_past_modes(x, "size") == (2, 2)
+        assert adapter_runtime.read_past_modes(x, "stride") == (3, 1)
+        assert adapter_runtime.read_past_modes(x, "storage_offset") == 1
+        assert Counting.calls == 0
+        x.size()
+        assert Counting.calls == 1

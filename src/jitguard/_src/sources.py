@@ -104,6 +104,7 @@ __all__ = [
     "Unreadable",
     "WeakRefCallSource",
     "has_literal_form",
+    "install_property_reader",
     "is_plain_identifier",
     "literal",
 ]
@@ -356,6 +357,22 @@ class TensorProperty(enum.Enum):
         return ("size", "stride", "storage_offset")[self.value]
 
 
+# [Note: Tensor properties past function modes]
+# A tensor's ``size()``, ``stride()`` and ``storage_offset()`` are calls a torch function
+# mode sees when made in Python; torch's C++ guards read them unseen. A guard's reads must
+# not be calls of the user's mode (a counting mode would count them; one whose counter
+# Dynamo guards would make a new entry fail its own guards). The torch integration installs
+# a reader (``install_property_reader(active, read)``): while ``active()`` (a mode is on),
+# the reference path and the generated code read the property through ``read(value,
+# method_name)``, which sets torch-function dispatch aside; otherwise the plain call.
+_property_reader: list[tuple[Any, Any]] = []
+
+
+def install_property_reader(active: Any, read: Any) -> None:
+    """[Note: Tensor properties past function modes]."""
+    _property_reader[:] = [(active, read)]
+
+
 @source_dataclass
 class TensorPropertySource(Chained):
     """``L['x'].size()[1]``, ``L['x'].stride()[0]`` or ``L['x'].storage_offset()``.
@@ -376,14 +393,28 @@ class TensorPropertySource(Chained):
             raise SourceError(f"{self.prop.method_name()}() needs an int index, got {self.idx!r}")
 
     def access(self, base_value: Any) -> Any:
-        if self.prop is TensorProperty.STORAGE_OFFSET:
-            return base_value.storage_offset()
-        return getattr(base_value, self.prop.method_name())()[self.idx]
+        method = self.prop.method_name()
+        if _property_reader and _property_reader[0][0]():
+            value = _property_reader[0][1](base_value, method)
+        else:
+            value = getattr(base_value, method)()
+        return value if self.prop is TensorProperty.STORAGE_OFFSET else value[self.idx]
 
     def render(self, base: str, bind: Binder) -> str:
         if self.prop is TensorProperty.STORAGE_OFFSET:
             return f"{base}.storage_offset()"
         return f"{base}.{self.prop.method_name()}()[{bind(self.idx, 'dim')}]"
+
+    def emit(self, base: str, bind: Binder) -> str:
+        if not _property_reader:
+            return self.render(base, bind)
+        active, read = _property_reader[0]
+        method = self.prop.method_name()
+        value = (f"({base}.{method}() if not {bind(active, 'modes_on')}() else "
+                 f"{bind(read, 'read_past_modes')}({base}, {bind(method, 'method')}))")
+        if self.prop is TensorProperty.STORAGE_OFFSET:
+            return value
+        return f"{value}[{bind(self.idx, 'dim')}]"
 
 
 # ---- nn-module flavours: the same value, a different GuardSource ---------------------

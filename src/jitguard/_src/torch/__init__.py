@@ -57,7 +57,9 @@ def install() -> None:
         from ..compiler import builder as _builder
         from ..compiler import builtin_kinds, kinds
         from ..guards import StorageOverlap
+        from ..sources import install_property_reader
         from . import (
+            adapter_runtime,
             aliasing,
             ambient,
             batched,
@@ -94,4 +96,6 @@ def install() -> None:
         portable.register_codecs()
         rules.register_rules()
         logging_bridge.install()
+        install_property_reader(adapter_runtime.mode_stack_len,
+                                adapter_runtime.read_past_modes)
         _installed = True

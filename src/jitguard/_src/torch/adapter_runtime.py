@@ -21,8 +21,10 @@ __all__ = [
     "function_modes_active",
     "graph_is_dynamic",
     "mode_blind",
+    "mode_stack_len",
     "module_call_hooks",
     "on_reset",
+    "read_past_modes",
     "tree_check",
     "without_function_modes",
 ]
@@ -102,6 +104,8 @@ def graph_is_dynamic(gm: Optional[torch.fx.GraphModule]) -> bool:
 
 
 _len_modes = torch._C._len_torch_function_stack
+#: how many torch function modes are on the stack now (torch's C function, for hot paths)
+mode_stack_len = _len_modes
 _pop_mode = torch._C._pop_torch_function_stack
 _push_mode = torch._C._push_on_torch_function_stack
 
@@ -144,6 +148,13 @@ def mode_blind(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
 
     return run
+
+
+def read_past_modes(tensor: Any, method: str) -> Any:
+    """``tensor.<method>()`` (``size``, ``stride``, ``storage_offset``) with torch-function
+    dispatch off: [Note: Tensor properties past function modes]."""
+    with _no_torch_function():
+        return getattr(tensor, method)()
 
 
 def module_call_hooks() -> tuple[dict[Any, Any], ...]:

@@ -35,7 +35,8 @@ torch's internals are reached), torch's public API.
 # [Note: Compiling a module's call]
 # ``type(m).forward`` alone is what a call of a module without hooks runs, and most calls
 # take that path. While the module has hooks of its own (forward, pre-forward, backward),
-# torch's global module hooks are registered, or ``forward`` is set on the instance, a call
+# torch's global module hooks are registered, ``forward`` is set on the instance, or its
+# class's ``__call__`` is not ``nn.Module``'s, a call
 # is captured as ``m(*args, **kwargs)`` instead: one Python function per ``forward``
 # (``_caller_of``) whose body is the module call, so Dynamo inlines ``Module.__call__``
 # with the hooks and the instance ``forward``, as ``torch.compile(m)`` does. What makes

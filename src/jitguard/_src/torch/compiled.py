@@ -26,7 +26,9 @@ jitguard._src.torch.adapter_runtime.
 # the call goes to a second compiled wrapper (made on first need) that captures the module
 # call itself, hooks included ([Note: Compiling a module's call]); when the class's
 # ``forward`` was replaced after compiling, the new function gets a compiled wrapper of its
-# own (made once per function).
+# own (made once per function). A class ``__call__`` other than ``nn.Module``'s (defined by
+# the module's class or a base, or set after compiling) also takes the module-call path:
+# ``m(...)`` runs it, and ``forward`` alone would skip it.
 #
 # A function's ``__code__`` is compared (by identity) on each call: replaced, the entries
 # (captures of the old code) are dropped and the new code is captured.
@@ -175,8 +177,10 @@ class CompiledFunction:
                 if stance() == "default":
                     return dispatch(*args, **kwargs)
                 return stanced(args, kwargs)
-        elif isinstance(first, torch.nn.Module) and not plain:
+        elif isinstance(first, torch.nn.Module) and original is first and not plain:
+            # the module itself (a bound method of a module is compiled as any method)
             module, hooks = first, adapter_runtime.module_call_hooks()
+            plain_call = torch.nn.Module.__call__
             others: dict[Any, Callable[..., Any]] = {}
             whole: list[Callable[..., Any]] = []
 
@@ -185,7 +189,8 @@ class CompiledFunction:
                 if stance() == "force_eager":
                     return module(*args, **kwargs)
                 if (
-                    "forward" in module.__dict__ or module._forward_hooks
+                    type(module).__call__ is not plain_call
+                    or "forward" in module.__dict__ or module._forward_hooks
                     or module._forward_pre_hooks or module._backward_hooks
                     or module._backward_pre_hooks or any(hooks)
                 ):
@@ -205,7 +210,8 @@ class CompiledFunction:
                 if fn.__code__ is not code[0]:
                     code_changed()
                 if (
-                    type(m).forward is fn and stance() == "default"
+                    type(m).forward is fn and type(m).__call__ is plain_call
+                    and stance() == "default"
                     and not (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
                              or m._backward_pre_hooks or "forward" in m.__dict__)
                     and not any(hooks)

@@ -64,7 +64,9 @@ comparison, the default).
 #     (by identity). Stricter than torch, listed in ``stricter``. Where several sources
 #     look up the same names on one type that TYPE_MATCH pins on each (the ten Linear
 #     layers of a model), the lookups are checked once, on the first of them: they are a
-#     property of the class.
+#     property of the class. For a module whose ``forward`` was so resolved (a module the
+#     capture called), ``__call__`` is checked too: a class ``__call__`` set after
+#     compiling (on it or a base) changes what calling it runs, and Dynamo guards none.
 #   * [Note: Builtins a global may shadow] Dynamo reads a builtin the code names through
 #     the builtins dict (``G['__builtins_dict___0']['abs']``, BUILTIN_MATCH) and guards
 #     that dict's entry, not that the module has no global of that name: ``abs = g`` at
@@ -72,6 +74,12 @@ comparison, the default).
 #     DICT_CONTAINS (inverted) on the function's globals dict, which the conversion binds
 #     to itself there as ``G['__jitguard_globals__']`` (a function must be given; a module
 #     dict holding itself is harmless and stays). Stricter than torch, listed.
+#   * [Note: Global module hooks] A capture that inlined a module call read torch's
+#     global module hook dicts (``register_module_forward_hook`` and the like), but
+#     Dynamo guards only their types (``skip_nnmodule_hook_guards``): a global hook
+#     registered after compiling would be ignored by a compiled function calling a module.
+#     Such a capture gets one NN_MODULE_GLOBAL_HOOKS guard (the hooks as when captured:
+#     none, or the same ones). Stricter than torch, listed in ``stricter``.
 #   * DICT_KEYS_MATCH on an OrderedDict also compares the order it iterates in (its own
 #     linked list; Dynamo traces in that order but its guard reads ``dict.keys``, which
 #     ``move_to_end`` does not change): stricter than torch, listed in ``stricter``.
@@ -80,14 +88,17 @@ comparison, the default).
 from __future__ import annotations
 
 import functools
+import re
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
+import torch
+
 from ..compiler.builder import GuardBuilder
 from ..guards import Source
 from ..more_sources import TypeDictSource
-from ..sources import GlobalSource
+from ..sources import GlobalSource, GlobalStateSource
 from . import adapter_sources as adapter
 from . import convert_kinds  # noqa: F401  (registers its kind converters)
 from .convert_context import (
@@ -145,6 +156,8 @@ def convert_guards(
     order = sorted(range(len(parts)), key=lambda i: parts[i][1].guard_type != "SHAPE_ENV")
     for i in order:
         entry, p = parts[i]
+        if not ctx.global_hooks and _GLOBAL_HOOK_READ.search(adapter.dynamo_source_name(p.source)):
+            ctx.global_hooks = True
         try:
             if i in failed:
                 raise Unconvertible(failed[i])
@@ -165,6 +178,8 @@ def convert_guards(
 
 
 _ON_NAMESPACE = frozenset({"DICT_CONTAINS", "DICT_NOT_CONTAINS"})
+# a source reading one of torch's global module hook dicts ([Note: Global module hooks])
+_GLOBAL_HOOK_READ = re.compile(r"\._global_(forward|backward)(_pre)?_hooks\b")
 
 
 def _finish(ctx: Context) -> None:
@@ -179,6 +194,12 @@ def _finish(ctx: Context) -> None:
         if source in ctx.class_attrs:
             # [Note: Attributes resolved through the class]
             attrs = ctx.class_attrs[source]
+            if (
+                "forward" in attrs and "__call__" not in attrs
+                and issubclass(ctx.class_types[source], torch.nn.Module)
+            ):
+                # a module called: what its class's __call__ is decides what runs
+                attrs = [*attrs, "__call__"]
             key = (ctx.class_types[source], tuple(attrs))
             if key in done and source in typed:
                 continue  # the same lookups on the same pinned type: checked once
@@ -200,6 +221,13 @@ def _finish(ctx: Context) -> None:
                 f"DICT_CONTAINS on G[{GLOBALS_SELF!r}]: jitguard's own guard that no global "
                 f"shadows the builtin {name!r} (torch guards the builtins dict only)"
             )
+    if ctx.global_hooks:
+        # [Note: Global module hooks]
+        ctx.add(GlobalStateSource(), GuardBuilder.NN_MODULE_GLOBAL_HOOKS)
+        ctx.out.stricter.append(
+            "NN_MODULE_GLOBAL_HOOKS: jitguard's own guard that torch's global module hooks "
+            "are as when captured (torch guards only their dicts' types)"
+        )
     group = list(dict.fromkeys(ctx.aliasing))
     if len(group) > 1:
         fn = functools.partial(GuardBuilder.NO_ALIASING, others=tuple(group[1:]))

@@ -97,6 +97,7 @@ class Context:
         self.builtins: list[str] = []
         self.f_globals: Optional[dict[str, Any]] = None  # the function's, when given
         self.global_state = False
+        self.global_hooks = False  # a source read torch's global module hook dicts
 
     def add(self, source: Source, create_fn: Callable[..., Any], user_stack: Any = None) -> None:
         guard = source.make_guard(create_fn)

@@ -264,7 +264,8 @@ def _weakrefable(obj: Any) -> bool:
 
 def _only_own_guards(entry: Any, info: EntryInfo, values: tuple[Any, ...]) -> bool:
     """Whether every guard of ``entry`` that rejects ``values`` is one jitguard checks more
-    strictly than torch on purpose: GLOBAL_STATE (every registered state), or one the
+    strictly than torch on purpose: GLOBAL_STATE (every registered state),
+    NN_MODULE_GLOBAL_HOOKS ([Note: Global module hooks]), or one the
     conversion listed as stricter (``EntryInfo.stricter``). torch accepting is then no
     disagreement ([Note: Verify mode])."""
     from ..cache.reasons import collect_failures
@@ -272,7 +273,7 @@ def _only_own_guards(entry: Any, info: EntryInfo, values: tuple[Any, ...]) -> bo
     failures = collect_failures([entry], values)[0].failures
 
     def own(f: Any) -> bool:
-        if f.kind == "GLOBAL_STATE":
+        if f.kind in ("GLOBAL_STATE", "NN_MODULE_GLOBAL_HOOKS"):
             return True
         prefix = f"{f.kind} on {f.source_names[0]}:" if f.source_names else None
         return prefix is not None and any(s.startswith(prefix) for s in info.stricter)
