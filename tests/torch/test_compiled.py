@@ -155,3 +155,25 @@ def test_hook_dynamo_cannot_trace_raises_with_fullgraph() -> None:
     m.register_forward_hook(_breaking_hook([]))
     with pytest.raises(jitguard.CaptureError, match="graph_break"):
         cf(x)
+
+
+def _times_three(self: Any, x: Any) -> Any:
+    return x * 3
+
+
+def test_forward_code_replaced_under_hooks() -> None:
+    """With a hook, replacing ``forward.__code__`` after compiling gives eager's result (the
+    module call's cache watches forward's code, [Note: A replaced __code__])."""
+
+    class Doubles(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x * 2
+
+    m = Doubles()
+    m.register_forward_hook(lambda mod, inp, out: out + 1)
+    cf = jgt.compile(m, backend=CompileCounter())
+    x = torch.ones(2)
+    _same(cf, m, x)
+    Doubles.forward.__code__ = _times_three.__code__
+    _same(cf, m, x)
+    _same(cf, m, x)
