@@ -298,3 +298,54 @@ def test_batched_hooks_dict_read_by_another_guard_is_read_once() -> None:
     objs[0]._forward_hooks = {1: 2}  # type: ignore[assignment]
     assert not agree(check, objs)
     assert [f.source_names for f in check.explain(objs)] == [("L['x'][0]._forward_hooks",)]
+
+
+class WithGetattr:
+    """As nn.Module: a Python ``__getattr__`` for what the instance dict lacks."""
+
+    def __init__(self) -> None:
+        self.empty: dict[int, int] = {}
+        self.full = {1: 2}
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "late":
+            return {}
+        raise AttributeError(name)
+
+
+class OwnGetattribute:
+    def __getattribute__(self, name: str) -> Any:
+        return {1: 1} if name == "hooks" else object.__getattribute__(self, name)
+
+    def __init__(self) -> None:
+        self.__dict__["hooks"] = {}
+
+
+class PropertyHooks(WithGetattr):
+    @property
+    def prop(self) -> Any:
+        raise AttributeError("computed elsewhere")  # __getattr__ is then asked
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_attrs_falsy(impl: str) -> None:
+    """The batched hooks test reads attributes as getattr does, in C and Python alike: the
+    instance dict, a class's __getattr__ for what it lacks, a class's own __getattribute__,
+    a property raising AttributeError; the first truthy value decides, an unreadable
+    attribute raises."""
+    from jitguard._src.compiler import bulk
+
+    if impl == "c":
+        fn = pytest.importorskip("jitguard._src._speedups").attrs_falsy
+    else:
+        fn = bulk.attrs_falsy_py
+    w, own, prop = WithGetattr(), OwnGetattribute(), PropertyHooks()
+    assert fn() and fn(w, "empty", w, "late")
+    assert not fn(w, "empty", w, "full")
+    assert not fn(own, "hooks")  # its __getattribute__ answers, not the instance dict
+    with pytest.raises(AttributeError):
+        fn(w, "empty", w, "missing")
+    with pytest.raises(AttributeError):
+        fn(prop, "prop")
+    prop.late_hooks = {}  # type: ignore[attr-defined]
+    assert fn(prop, "late_hooks", prop, "late")
