@@ -5,6 +5,9 @@ evaluator, and a specialized function that never serves a call from another arra
 
 from __future__ import annotations
 
+import gc
+import pickle
+import weakref
 from typing import Any
 
 import hypothesis.extra.numpy as hnp
@@ -14,11 +17,14 @@ from hypothesis import strategies as st
 
 from _helpers import registry_candidates
 from jitguard import ArgPolicy, GuardBuilder, LocalSource, cache_of, compile_guards, specialize
+from jitguard._src.compiler import array_facts
 from jitguard._src.compiler.array_facts import (
     array_fact,
+    array_token,
     data_pointer,
     data_ptr_aligned,
     dtype_key,
+    intern_fact,
 )
 
 _plain = st.one_of(
@@ -125,3 +131,75 @@ def test_specialized_function_serves_each_array_its_own_entry(calls: list[Any]) 
     for a in calls + calls:
         assert f(a) == (type(a), array_fact(a))
     assert cache_of(f).stats().compiles == len({array_fact(a) for a in calls})
+
+
+# ---- interned facts (array_token) ------------------------------------------------------
+
+OPTIONS = [(True, False), (True, True), (False, False), (False, True)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrays, arrays)
+def test_one_token_per_fact(a: Any, b: Any) -> None:
+    """array_token is the interned array_fact: the same object exactly when the facts are
+    equal, for every option set, asked once or again (from its cache)."""
+    for layout, aligned in OPTIONS:
+        for _ in range(2):
+            ta, tb = array_token(a, layout, aligned), array_token(b, layout, aligned)
+            fa, fb = array_fact(a, layout, aligned), array_fact(b, layout, aligned)
+            assert ta.fact == fa and tb.fact == fb
+            assert (ta is tb) == (fa == fb)
+            assert ta is intern_fact(fa)
+
+
+def test_token_follows_the_array_changed_in_place() -> None:
+    """The token cache is keyed by the dtype object and the array's ndim and flags as they
+    are on each call: flags, shape and dtype changed in place give the new fact's token."""
+    a = np.zeros(8)
+    first = array_token(a, True, True)
+    a.flags.writeable = False
+    assert array_token(a, True, True).fact == array_fact(a, True, True) != first.fact
+    a.flags.writeable = True
+    assert array_token(a, True, True) is first
+    a.shape = (2, 4)
+    assert array_token(a, True, True).fact == array_fact(a, True, True) != first.fact
+    a.shape = (8,)
+    a.dtype = np.int64  # the same buffer, another dtype
+    assert array_token(a, True, True).fact == array_fact(a, True, True) != first.fact
+    strided = np.zeros(16)[::2]
+    assert array_token(strided).fact[2] == "A" and array_token(strided, False).fact[2] is None
+
+
+def test_renamed_structured_dtype_gets_another_token() -> None:
+    """A structured dtype (or one with metadata) is never in the token cache: its fact is
+    computed on every call, so names assigned in place give another token."""
+    arr = np.zeros(2, np.dtype([("a", "f8"), ("b", "i4")]))
+    before = array_token(arr)
+    assert array_token(arr) is before
+    arr.dtype.names = ("x", "y")
+    after = array_token(arr)
+    assert after is not before and after.fact == array_fact(arr)
+    meta = np.zeros(2, np.dtype("f8", metadata={"a": 1}))
+    array_token(meta)
+    assert id(arr.dtype) not in array_facts._dtype_keys
+    assert id(meta.dtype) not in array_facts._dtype_keys
+
+
+def test_a_dead_token_leaves_the_table() -> None:
+    """The table holds tokens weakly: once nothing holds a fact's token its row goes, and
+    the fact interned again gets a new token (no old one is alive to be confused with)."""
+    fact = ("a fact only this test makes", object())
+    token = intern_fact(fact)
+    assert intern_fact(fact) is token and fact in array_facts._interned
+    ref = weakref.ref(token)
+    del token
+    gc.collect()
+    assert ref() is None and fact not in array_facts._interned
+    assert intern_fact(fact).fact is fact
+
+
+def test_token_pickles_to_the_interned_token() -> None:
+    """A token pickled and loaded is the token of its fact (interned again)."""
+    a = np.zeros(3, ">i4")
+    token = array_token(a)
+    assert pickle.loads(pickle.dumps(token)) is token

@@ -595,6 +595,17 @@ def test_shape_env_functions() -> None:
         assert check.reference({"n": n}) is expected, n
 
 
+def test_shape_env_float_values_are_not_truncated() -> None:
+    """A symbol whose source holds a float is compared as that float by the check and by the
+    reference alike (2.5 is not 2; NaN equals nothing)."""
+    s0 = sympy.Symbol("s0")
+    check = compile_guards(shape_guards=[sympy.Eq(s0, 2)], symbol_sources={s0: L("f")},
+                           f_locals={"f": 2.0})
+    for value, expected in ((2.0, True), (2, True), (2.5, False), (float("nan"), False)):
+        assert check.fn({"f": value}) is expected, value
+        assert check.reference({"f": value}) is expected, value
+
+
 def test_shape_env_missing_symbol_source() -> None:
     """A shape guard whose symbol has no source is a GuardCompileError naming the symbol."""
     s0 = sympy.Symbol("s0")

@@ -607,6 +607,140 @@ def test_int_class_in_c_equals_python(x: Any, divisors: tuple[int, ...]) -> None
 
 
 @needs_c
+@settings(max_examples=300, deadline=None)
+@given(a=arrays(), layout=st.booleans(), aligned=st.booleans())
+def test_array_token_in_c_is_pythons(a: Any, layout: bool, aligned: bool) -> None:
+    """The C path's array token is the very object Python's array_token returns, from its
+    own table or (emptied) from array_facts' cache; a dtype not in that cache (metadata,
+    fields) is left to Python."""
+    from jitguard._src.compiler.array_facts import array_token
+
+    want = array_token(a, layout, aligned)
+    for clear in (False, True, False):
+        if clear:
+            _c().clear_tokens()
+        try:
+            got = _c().array_token(a, layout, aligned)
+        except LookupError:
+            base = a.dtype.subdtype[0] if a.dtype.subdtype is not None else a.dtype
+            assert a.dtype.metadata or base.metadata or base.names is not None, a.dtype
+            return
+        assert got is want
+
+
+@needs_c
+def test_array_token_in_c_follows_changes_in_place() -> None:
+    """After a token is in the C table, flags, shape or dtype changed in place give the new
+    fact's token (or a forward), never the old one."""
+    from jitguard._src.compiler.array_facts import array_fact, array_token
+
+    np = _numpy()
+    a = np.zeros(8)
+    first = array_token(a, True, True)
+    assert _c().array_token(a, True, True) is first
+
+    def c_token() -> Any:
+        try:
+            return _c().array_token(a, True, True)
+        except LookupError:  # not in the caches yet: Python computes it
+            return array_token(a, True, True)
+
+    a.flags.writeable = False
+    assert c_token().fact == array_fact(a, True, True) != first.fact
+    a.flags.writeable = True
+    a.shape = (2, 4)
+    assert c_token().fact == array_fact(a, True, True) != first.fact
+    a.shape = (8,)
+    a.dtype = np.int64
+    assert c_token().fact == array_fact(a, True, True) != first.fact
+
+
+@needs_c
+@settings(max_examples=100, deadline=None)
+@given(spec=st.sampled_from(DTYPES), meta=st.booleans())
+def test_dtype_key_in_c_is_pythons(spec: Any, meta: bool) -> None:
+    """dtype_key in C is the key Python cached for that very dtype object; a dtype not in
+    the cache (metadata, fields: they can change in place), and any other object, are left
+    to Python."""
+    from jitguard._src.compiler.array_facts import dtype_key
+
+    np = _numpy()
+    d = np.dtype(spec)
+    if meta and d.names is None:
+        d = np.dtype(d, metadata={"tag": 1})
+    want = dtype_key(d)
+    try:
+        got = _c().dtype_key(d)
+    except LookupError:
+        base = d.subdtype[0] if d.subdtype is not None else d
+        assert d.metadata or base.metadata or base.names is not None, d
+    else:
+        assert got is want
+    for other in ("f8", 1.0, np.zeros(2), np.float64):
+        with pytest.raises(LookupError):
+            _c().dtype_key(other)
+
+
+def test_dtype_arguments_hit_and_renamed_fields_miss(dispatch_mode: str) -> None:
+    """Entries keyed on a dtype argument's class and key hit (in C with the C path, for the
+    dtypes the key cache holds); a structured dtype renamed in place after a hit compiles
+    again, in both modes."""
+    np = _numpy()
+
+    def compiler(req: CompileRequest) -> Any:
+        baked = req.arguments["d"].descr
+        return lambda d: baked
+
+    f = specialize(lambda d: None, compiler=compiler, global_state=False, recompile_limit=None)
+    plain = [np.dtype(c) for c in ("f8", "f4", "i8", "q", "u1", "c16", ">f8")]
+    rec = np.dtype([("a", "f8"), ("b", "i4")])
+    for _ in range(3):
+        for d in (*plain, rec):
+            assert f(d) == d.descr
+    assert cache_of(f).stats().compiles == len(plain) + 1
+    assert served_in_c(f) >= (2 * len(plain) if dispatch_mode == "c" else 0)
+    rec.names = ("x", "y")
+    assert f(rec) == [("x", "<f8"), ("y", "<i4")] == f(rec)
+    stats = cache_of(f).stats()
+    assert stats.compiles == len(plain) + 2 and stats.hits == 2 * (len(plain) + 1) + 1
+
+
+def test_arrays_changed_in_place_after_a_hit_miss(dispatch_mode: str) -> None:
+    """An entry hit for an array is never used for it once its writeability, shape, dtype
+    or structured field names change in place: each change compiles (or hits) the entry of
+    the new fact, in both modes."""
+    np = _numpy()
+    from jitguard._src.compiler.array_facts import array_fact
+
+    def compiler(req: CompileRequest) -> Any:
+        baked = array_fact(req.arguments["x"], True, True)
+        return lambda x: baked
+
+    f = specialize(lambda x: None, policy="types", global_state=False, recompile_limit=None,
+                   compiler=compiler)
+    a = np.zeros(8)
+    rec = np.zeros(8, np.dtype([("p", "f4"), ("q", "i4")]))
+    for _ in range(3):  # the first round compiles, the others hit the same entries
+        for change in ("none", "readonly", "shape", "dtype", "renamed"):
+            if change == "readonly":
+                a.flags.writeable = False
+            elif change == "shape":
+                a.shape = (2, 4)
+            elif change == "dtype":
+                a.dtype = np.int64
+            elif change == "renamed":
+                rec.dtype.names = ("q", "p") if rec.dtype.names == ("p", "q") else ("p", "q")
+            for x in (a, rec):
+                assert f(x) == array_fact(x, True, True)
+                assert f(x) == array_fact(x, True, True)  # a hit, of the same entry
+            a = np.zeros(8)
+    stats = cache_of(f).stats()
+    assert stats.compiles == 6  # a: plain, read-only, 2-d, int64; rec: two orders of names
+    assert stats.hits == 3 * 5 * 2 * 2 - 6 and stats.failures == 0
+    assert (served_in_c(f) > 0) == (dispatch_mode == "c")
+
+
+@needs_c
 @settings(max_examples=200, deadline=None)
 @given(offset=st.integers(0, 31), align=st.sampled_from([2, 4, 8, 16, 32, 64]))
 def test_data_ptr_aligned_in_c_equals_python(offset: int, align: int) -> None:

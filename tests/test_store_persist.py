@@ -297,6 +297,28 @@ def test_a_compiler_without_serialize_is_said_once(store_dir: Path) -> None:
     assert Store(store_dir).rows() == []
 
 
+def test_a_failing_serialize_warns_once_per_function(
+    store_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """serialize raising: the first entry warns, later entries of the function are logged
+    and listed as "not stored" without another warning; every call still compiles."""
+
+    class Unstorable(Plain):
+        def serialize(self, artifact: Any) -> bytes:
+            raise ValueError("this backend's artifact has no bytes")
+
+    compiler = Unstorable()
+    f = specialize_(add, compiler=compiler, store=Store(store_dir))
+    with pytest.warns(StoreWarning, match=r"serialize raised ValueError: this backend's"):
+        assert f(1, 2) == 3
+    with caplog.at_level("INFO", logger="jitguard.store"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert f(1.5, 2) == 3.5 and f("a", "b") == "ab"
+    assert caplog.text.count("serialize raised ValueError") == 2
+    assert [e.outcome for e in jitguard.cache_of(f).store_events()] == ["not stored"] * 3
+    assert compiler.compiles == 3 and Store(store_dir).rows() == []
+
+
 def test_environment_turns_the_store_on(store_dir: Path, monkeypatch: pytest.MonkeyPatch,
                                         caplog: pytest.LogCaptureFixture) -> None:
     """JITGUARD_STORE=1 stores every function; store=False opts out; a compiler without

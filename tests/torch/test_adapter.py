@@ -47,10 +47,12 @@ def test_stance_is_read() -> None:
 
 
 def test_config_knobs_are_read() -> None:
-    """recompile_limit and fail_on_recompile_limit_hit follow torch._dynamo.config."""
+    """Both recompile limits and fail_on_recompile_limit_hit follow torch._dynamo.config."""
     with torch._dynamo.config.patch(recompile_limit=3, fail_on_recompile_limit_hit=True):
         assert adapter.recompile_limit() == 3
         assert adapter.fail_on_recompile_limit_hit() is True
+    with torch._dynamo.config.patch(accumulated_recompile_limit=5):
+        assert adapter.accumulated_recompile_limit() == 5
     assert adapter.fail_on_recompile_limit_hit() is False
 
 
@@ -267,3 +269,25 @@ def test_constant_fold_table_is_asked_about_autocast_readers() -> None:
     assert adapter.capture(reads, (torch.ones(2),), {}, keep, lambda es: [False] * len(es)).reads_autocast
     assert not adapter.capture(plain, (torch.ones(2),), {}, keep, lambda es: [False] * len(es)).reads_autocast
     assert type(dynamo_torch_vars.constant_fold_functions) is dict  # put back
+
+
+def test_mode_blind_hides_tensor_reads_from_function_modes() -> None:
+    """A mode_blind function's tensor reads reach no active mode; the mode works after it."""
+    from torch.overrides import TorchFunctionMode
+
+    class Counting(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            Counting.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    x = torch.ones(2, 3)
+    read = adapter_runtime.mode_blind(lambda t: (tuple(t.shape), t.stride(), t.dtype))
+    assert read(x) == ((2, 3), (3, 1), torch.float32)
+    with Counting():
+        assert read(x) == ((2, 3), (3, 1), torch.float32)
+        assert Counting.calls == 0
+        x.stride()
+        assert Counting.calls == 1

@@ -150,6 +150,49 @@ def test_shape_guards_with_floor_division_and_modulo() -> None:
         c.agree(m(n))
 
 
+class FloatScaled(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.scale = 2.0
+
+    def forward(self, x: Any) -> Any:
+        return self.lin(x) * self.scale
+
+
+def f_float_attr(m: Any, x: Any) -> Any:
+    return m(x)
+
+
+def test_float_input_nan_guard_converts() -> None:
+    """dynamic=True makes a float attribute a graph input with the guard ``not
+    math.isnan(...)``: it converts (nothing delegated), other values and sizes pass, NaN fails
+    with a reason naming the source."""
+    m = FloatScaled()
+    c = capture(f_float_attr, m, t(4, 3), dynamic=True)
+    assert any("isnan" in str(g.sloc) for g in c.conversion.shape_guards)
+    for scale, n in ((2.0, 4), (3.5, 7), (-1e300, 2), (float("inf"), 5)):
+        m.scale = scale
+        assert c.agree(m, t(n, 3))
+    m.scale = float("nan")
+    assert not c.agree(m, t(4, 3))
+    (why,) = c.reasons(m, t(4, 3))
+    assert why.startswith("(IsNan(L['m'].scale) == 0) failed: L['m'].scale = nan")
+
+
+def test_a_text_read_as_int_and_float_is_unconvertible() -> None:
+    """One source read both in int arithmetic and as a float input: refused, not guessed."""
+    from jitguard import LocalSource
+    from jitguard._src.torch.convert_shape import parse_shape_code
+    from jitguard._src.torch.convert_sources import Unconvertible
+
+    sources = {"L['s']": LocalSource("s")}
+    parsed = parse_shape_code(["not math.isnan(L['s'])"], sources)
+    assert len(parsed.guards) == 1
+    with pytest.raises(Unconvertible, match="read both as an int and as a float"):
+        parse_shape_code(["2 <= L['s']", "not math.isnan(L['s'])"], sources)
+
+
 # ---- Python values ----------------------------------------------------------------------
 
 

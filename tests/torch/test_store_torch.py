@@ -40,21 +40,23 @@ def helper(y):
 
 # One process: compile (or load), call, and report what happened as JSON on stdout.
 RUNNER = '''
-import json, sys, warnings
+import json, os, sys, warnings
 import torch
 import jitguard as jg, jitguard.torch as jgt
 import models
 from jitguard._src.compiler.schema import compile_guard_records, export_guards, import_guards
 
 mode, where, backend, scale, dtype = sys.argv[1:6]
+dynamic = {"1": True, "0": False}.get(os.environ.get("JG_DYNAMIC", ""))
+batches = [int(b) for b in os.environ.get("JG_BATCHES", "4").split(",")]
 torch.manual_seed(0)
 m = models.Scaled(scale=float(scale)).to(getattr(torch, dtype))
-x = torch.ones(4, 8, dtype=getattr(torch, dtype))
+x = torch.ones(batches[0], 8, dtype=getattr(torch, dtype))
 store = None
 if mode.startswith("store"):
     redis_url = sys.argv[6] if len(sys.argv) > 6 else None
     store = jg.Store(where, redis_url=redis_url, redis_prefix=sys.argv[7] if redis_url else None)
-c = jgt.compile(m, backend=backend, isolate_recompiles=True, store=store)
+c = jgt.compile(m, backend=backend, isolate_recompiles=True, store=store, dynamic=dynamic)
 compiler = c.compiler
 compiler.saving = True
 out = {}
@@ -63,11 +65,16 @@ if mode.startswith("store"):
         warnings.simplefilter("always")
         y = c(x)
         y2 = c(x)
+        equal = True
+        for b in batches[1:]:  # more batch sizes: a dynamic entry serves them all
+            xb = torch.ones(b, 8, dtype=x.dtype)
+            equal = equal and bool(torch.allclose(c(xb), m(xb)))
     out["compiles"] = c.cache.stats().compiles
+    out["hits"] = c.cache.stats().hits
     out["events"] = [[e.outcome, e.reason] for e in c.cache.store_events()]
     out["reasons"] = c.cache.reasons()
     out["warnings"] = [str(w.message) for w in caught]
-    out["equal"] = bool(torch.allclose(y, m(x))) and bool(torch.allclose(y2, m(x)))
+    out["equal"] = equal and bool(torch.allclose(y, m(x))) and bool(torch.allclose(y2, m(x)))
 elif mode == "save":
     y = c(x)
     entry = c.cache.entries()[0]
@@ -95,9 +102,9 @@ print("RESULT " + json.dumps(out))
 '''
 
 
-def run(tmp_path: Path, *args: str) -> dict[str, Any]:
+def run(tmp_path: Path, *args: str, **extra_env: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(tmp_path)]),
-           "JITGUARD_CACHE_KEY": "storetorch-test-key-0123456789"}
+           "JITGUARD_CACHE_KEY": "storetorch-test-key-0123456789", **extra_env}
     proc = subprocess.run([sys.executable, str(tmp_path / "runner.py"), *args], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -274,6 +281,35 @@ def test_store_changed_inlined_code_is_rejected(project: Path) -> None:
     (rejected,) = [e for e in other["events"] if e[0] == "rejected"]
     assert rejected[1] == ("deserialize raised ArtifactError: the code of models.helper changed "
                            "since the entry was stored")
+
+
+def test_store_dynamic_entry_in_a_new_process(project: Path) -> None:
+    """dynamic=True: the entry saved for batch 4 is loaded in a new process with its shape
+    guards, serves all four calls (batches 4, 4, 7, 2) without compiling, and a batch of 1 (specialized by
+    Dynamo) misses it and compiles."""
+    store = str(project / "store")
+    first = run(project, "store", store, "eager", "2.0", "float32", JG_DYNAMIC="1")
+    assert first["compiles"] == 1 and [e[0] for e in first["events"]] == ["saved"]
+    second = run(project, "store", store, "eager", "2.0", "float32", JG_DYNAMIC="1",
+                 JG_BATCHES="4,7,2")
+    assert second["compiles"] == 0 and second["equal"] and second["hits"] == 4
+    assert [e[0] for e in second["events"]] == ["loaded"] and second["warnings"] == []
+    third = run(project, "store", store, "eager", "2.0", "float32", JG_DYNAMIC="1",
+                JG_BATCHES="1")
+    assert third["compiles"] == 1 and third["equal"]
+    assert [e[0] for e in third["events"]][:2] == ["loaded", "guard failed"]
+
+
+def test_store_inductor_entry_in_a_new_process(project: Path) -> None:
+    """backend="inductor" on CPU: saved in one process, loaded in the next without a
+    compile, with the module's results."""
+    store = str(project / "store")
+    first = run(project, "store", store, "inductor", "2.0", "float32")
+    assert first["compiles"] == 1 and first["equal"]
+    assert [e[0] for e in first["events"]] == ["saved"]
+    second = run(project, "store", store, "inductor", "2.0", "float32")
+    assert second["compiles"] == 0 and second["equal"]
+    assert [e[0] for e in second["events"]] == ["loaded"] and second["warnings"] == []
 
 
 def test_store_through_redis_with_an_empty_local_tier(project: Path) -> None:

@@ -15,7 +15,7 @@
 
 #define MAX_PARTS 64
 /* What cache/fast.py expects (ABI there): a stale build of another version is not used. */
-#define SPEEDUPS_ABI 4
+#define SPEEDUPS_ABI 7
 
 /* ---- the codes of a State ---------------------------------------------------------- */
 
@@ -23,12 +23,13 @@ enum { MODE_FORWARD = 0, MODE_NODIMS = 1, MODE_EXACT = 2, MODE_KEYED = 3 };
 enum { PRE_NONE = 0, PRE_IS = 1, PRE_SET = 2 };
 enum {
     EXPR_NONE = 0, EXPR_VALUE = 1, EXPR_ID = 2, EXPR_LEN = 3,
-    EXPR_ARRAY = 4,      /* array_fact(v, layout, aligned), natively for numpy arrays */
+    EXPR_ARRAY = 4,      /* array_token(v, layout, aligned), natively for numpy arrays */
     EXPR_INT_CLASS = 5,  /* int_class(v, divisors) */
     EXPR_PTR = 6,        /* data_ptr_aligned(v, align), natively for exact numpy arrays */
     EXPR_UNION = 7,      /* a union dim: per type, (id(type), its fact) or the id alone */
+    EXPR_DTYPE = 8,      /* dtype_key(v) of a dtype in array_facts' cache */
 };
-#define EXPR_LAST EXPR_UNION
+#define EXPR_LAST EXPR_DTYPE
 #define MAX_DIVISORS 16
 
 typedef struct DimSpec {

@@ -65,6 +65,8 @@ typedef struct {
     PyObject *miss;        /* the miss path (FunctionCache._miss), called with the values */
     Py_ssize_t nargs;      /* the number of (positional) parameters */
     State *state;
+    PyObject *watched;     /* the specialized Python function, or NULL */
+    PyObject *code;        /* its __code__ when the entries were compiled */
     unsigned long long fast_hits;  /* calls served here */
     unsigned long long forwards;   /* calls forwarded to the Python dispatcher */
 } Dispatch;
@@ -186,7 +188,9 @@ Dispatch_vectorcall(Dispatch *self, PyObject *const *args, size_t nargsf, PyObje
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     State *st = self->state;
+    /* A replaced __code__ ([Note: A replaced __code__]): the Python dispatcher sees it. */
     if (st == NULL || st->mode == MODE_FORWARD || nargs != self->nargs || slot_type == NULL ||
+        (self->watched != NULL && ((PyFunctionObject *)self->watched)->func_code != self->code) ||
         (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
         return forward(self, args, nargsf, kwnames);
     }
@@ -455,6 +459,8 @@ Dispatch_traverse(Dispatch *self, visitproc visit, void *arg)
     Py_VISIT(self->default_);
     Py_VISIT(self->miss);
     Py_VISIT(self->state);
+    Py_VISIT(self->watched);
+    Py_VISIT(self->code);
     return 0;
 }
 
@@ -462,6 +468,8 @@ static int
 Dispatch_clear(Dispatch *self)
 {
     Py_CLEAR(self->state);
+    Py_CLEAR(self->watched);
+    Py_CLEAR(self->code);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->dict);
     Py_CLEAR(self->default_);
@@ -531,6 +539,21 @@ Dispatch_install(Dispatch *self, PyObject *state)
     Py_RETURN_NONE;
 }
 
+/* _watch(fn, code): forward every call while ``fn.__code__`` is not ``code``. */
+static PyObject *
+Dispatch_watch(Dispatch *self, PyObject *args)
+{
+    PyObject *fn, *code;
+    if (!PyArg_ParseTuple(args, "O!O!:_watch", &PyFunction_Type, &fn, &PyCode_Type, &code)) {
+        return NULL;
+    }
+    Py_INCREF(fn);
+    Py_XSETREF(self->watched, fn);
+    Py_INCREF(code);
+    Py_XSETREF(self->code, code);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 Dispatch_counts(Dispatch *self, PyObject *unused)
 {
@@ -586,6 +609,8 @@ Dispatch_set_delegated(Dispatch *self, PyObject *value, void *closure)
 static PyMethodDef Dispatch_methods[] = {
     {"_install", (PyCFunction)Dispatch_install, METH_O,
      "Publish a State (or None: forward every call)."},
+    {"_watch", (PyCFunction)Dispatch_watch, METH_VARARGS,
+     "Forward every call while fn.__code__ is not code."},
     {"_counts", (PyCFunction)Dispatch_counts, METH_NOARGS,
      "(calls served by the C path, calls forwarded to the Python dispatcher)."},
     {"__reduce__", (PyCFunction)Dispatch_reduce, METH_NOARGS, NULL},

@@ -28,6 +28,7 @@ typedef struct {
 
 static PyTypeObject *ndarray_type = NULL;  /* set by set_array_support */
 static PyObject *dtype_cache = NULL;       /* array_facts._dtype_keys */
+static PyTypeObject *token_type = NULL;    /* array_facts.InternedFact */
 static PyObject *str_C, *str_F, *str_A, *str_i32, *str_i64, *str_u64;
 
 /* What a fact function returns when it must not compute the fact here. */
@@ -87,7 +88,7 @@ parse_extra(DimSpec *d, PyObject *extra)
                 }
                 return -1;
             }
-            if (b->expr < EXPR_NONE || b->expr >= EXPR_UNION) {
+            if (b->expr < EXPR_NONE || b->expr > EXPR_LAST || b->expr == EXPR_UNION) {
                 goto bad;
             }
             b->ngate = PyTuple_GET_SIZE(tids);
@@ -152,7 +153,7 @@ array_fact_native(PyObject *v, int layout, int aligned)
         }
         return NOT_NATIVE;  /* not cached (first sight, or metadata): Python computes it */
     }
-    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2 || PyTuple_GET_ITEM(hit, 0) != d) {
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 3 || PyTuple_GET_ITEM(hit, 0) != d) {
         return NOT_NATIVE;
     }
     PyObject *key = Py_NewRef(PyTuple_GET_ITEM(hit, 1));  /* held before any allocation */
@@ -171,6 +172,173 @@ array_fact_native(PyObject *v, int layout, int aligned)
     Py_DECREF(key);
     Py_DECREF(nd);
     return fact;
+}
+
+/* array_token(v, layout, aligned) ([Note: Array facts]): the interned fact of a numpy
+ * array, found by its dtype's address and a code of its ndim and the flags the fact reads,
+ * the code array_facts computes:
+ *     flags & MASK[sel] | sel << 4 | nd << 16,   sel = layout | aligned << 1.
+ * First in a small direct-mapped table of this module's own (each row holds its dtype, so
+ * the address is that dtype's for as long as the row lives, and the token), then in
+ * array_facts' cache (``_dtype_keys[id(d)][2][code]``), which has rows for immutable dtypes
+ * only (no metadata, no fields) and only for facts Python has interned: anything else is
+ * NOT_NATIVE, and Python computes and interns it. A new reference, NULL with an error. */
+static const int token_masks[4] = {
+    ARR_WRITEABLE, ARR_WRITEABLE | 3, ARR_WRITEABLE | ARR_ALIGNED, ARR_WRITEABLE | ARR_ALIGNED | 3,
+};
+
+#define TOKEN_ROWS 256  /* a power of two */
+typedef struct {
+    PyObject *descr;  /* held */
+    long code;
+    PyObject *token;  /* held */
+    PyObject *pair;   /* (id(ndarray), token), a union dim's part for an exact ndarray; or NULL */
+} TokenRow;
+static TokenRow token_rows[TOKEN_ROWS];
+
+static inline TokenRow *
+token_row(PyObject *descr, long code)
+{
+    unsigned long long h = ((unsigned long long)(uintptr_t)descr >> 4) ^
+                           ((unsigned long long)code * 0x9E3779B97F4A7C15ULL);
+    h ^= h >> 29;
+    return &token_rows[h & (TOKEN_ROWS - 1)];
+}
+
+/* Fill a row; what it held is let go last (a dtype's or token's dealloc may run code). */
+static void
+set_token_row(TokenRow *row, PyObject *descr, long code, PyObject *token)
+{
+    PyObject *old_d = row->descr, *old_t = row->token, *old_p = row->pair;
+    row->descr = descr == NULL ? NULL : Py_NewRef(descr);
+    row->token = token == NULL ? NULL : Py_NewRef(token);
+    row->pair = NULL;
+    row->code = code;
+    Py_XDECREF(old_d);
+    Py_XDECREF(old_t);
+    Py_XDECREF(old_p);
+}
+
+static void
+clear_token_rows(void)
+{
+    for (Py_ssize_t i = 0; i < TOKEN_ROWS; i++) {
+        set_token_row(&token_rows[i], NULL, -1, NULL);
+    }
+}
+
+/* The token of a numpy array as a new reference, with its row's address and code in
+ * ``*where`` and ``*code``; NULL with an error, or NOT_NATIVE. */
+static PyObject *
+array_token_at(PyObject *v, int layout, int aligned, PyObject **where, long *code_out)
+{
+    if (ndarray_type == NULL || token_type == NULL || !PyObject_TypeCheck(v, ndarray_type)) {
+        return NOT_NATIVE;
+    }
+    ArrayFields *a = (ArrayFields *)v;
+    PyObject *d = a->descr;
+    int sel = (layout ? 1 : 0) | (aligned ? 2 : 0);
+    if (a->nd < 0 || a->nd > 0x7fff) {
+        return NOT_NATIVE;
+    }
+    long code = (long)(a->flags & token_masks[sel]) | (long)sel << 4 | (long)a->nd << 16;
+    *where = d;
+    *code_out = code;
+    TokenRow *row = token_row(d, code);
+    if (row->descr == d && row->code == code) {
+        return Py_NewRef(row->token);
+    }
+    PyObject *ident = PyLong_FromVoidPtr((void *)d);
+    if (ident == NULL) {
+        return NULL;
+    }
+    PyObject *hit = PyDict_GetItemWithError(dtype_cache, ident);  /* an int key: no code runs */
+    Py_DECREF(ident);
+    if (hit == NULL) {
+        return PyErr_Occurred() ? NULL : NOT_NATIVE;
+    }
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 3 || PyTuple_GET_ITEM(hit, 0) != d ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(hit, 2))) {
+        return NOT_NATIVE;
+    }
+    PyObject *tokens = Py_NewRef(PyTuple_GET_ITEM(hit, 2));
+    PyObject *key = PyLong_FromLong(code);
+    if (key == NULL) {
+        Py_DECREF(tokens);
+        return NULL;
+    }
+    PyObject *token = PyDict_GetItemWithError(tokens, key);  /* an int key: no code runs */
+    Py_DECREF(key);
+    Py_XINCREF(token);
+    Py_DECREF(tokens);
+    if (token == NULL) {
+        return PyErr_Occurred() ? NULL : NOT_NATIVE;
+    }
+    if (Py_TYPE(token) != token_type) {
+        Py_DECREF(token);
+        return NOT_NATIVE;
+    }
+    set_token_row(token_row(d, code), d, code, token);
+    return token;
+}
+
+static PyObject *
+array_token_native(PyObject *v, int layout, int aligned)
+{
+    PyObject *d;
+    long code;
+    return array_token_at(v, layout, aligned, &d, &code);
+}
+
+/* A union dim's part of an exact ndarray, ``(id(ndarray), array_token(v, ...))``: one
+ * tuple per row, built once (a key is hashed, not allocated, on each call). */
+static PyObject *
+array_pair_native(PyObject *v, int layout, int aligned)
+{
+    PyObject *d;
+    long code;
+    PyObject *token = array_token_at(v, layout, aligned, &d, &code);
+    if (token == NULL || token == NOT_NATIVE) {
+        return token;
+    }
+    TokenRow *row = token_row(d, code);
+    if (row->descr == d && row->code == code && row->token == token && row->pair != NULL) {
+        Py_DECREF(token);
+        return Py_NewRef(row->pair);
+    }
+    PyObject *u = type_id(v);
+    PyObject *pair = u == NULL ? NULL : PyTuple_Pack(2, u, token);
+    Py_XDECREF(u);
+    /* The allocations may have run code (a gc pass) that refilled the row: check again. */
+    if (pair != NULL && row->descr == d && row->code == code && row->token == token &&
+        row->pair == NULL) {
+        row->pair = Py_NewRef(pair);
+    }
+    Py_DECREF(token);
+    return pair;
+}
+
+/* dtype_key(v) of a dtype array_facts has cached (``_dtype_keys[id(v)]``, whose row holds
+ * ``v`` itself: an immutable dtype, no metadata or fields); anything else is NOT_NATIVE. */
+static PyObject *
+dtype_key_native(PyObject *v)
+{
+    if (dtype_cache == NULL) {
+        return NOT_NATIVE;
+    }
+    PyObject *ident = PyLong_FromVoidPtr((void *)v);
+    if (ident == NULL) {
+        return NULL;
+    }
+    PyObject *hit = PyDict_GetItemWithError(dtype_cache, ident);  /* an int key: no code runs */
+    Py_DECREF(ident);
+    if (hit == NULL) {
+        return PyErr_Occurred() ? NULL : NOT_NATIVE;
+    }
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 3 || PyTuple_GET_ITEM(hit, 0) != v) {
+        return NOT_NATIVE;
+    }
+    return Py_NewRef(PyTuple_GET_ITEM(hit, 1));
 }
 
 /* int_class(v, divisors); NOT_NATIVE past 64 bits. */
@@ -244,11 +412,13 @@ compute_part(const DimSpec *d, PyObject *v)
         return PyLong_FromSsize_t(n);
     }
     case EXPR_ARRAY:
-        return array_fact_native(v, d->layout, d->aligned);
+        return array_token_native(v, d->layout, d->aligned);
     case EXPR_INT_CLASS:
         return int_class_native(v, d);
     case EXPR_PTR:
         return ptr_aligned_native(v, d->align);
+    case EXPR_DTYPE:
+        return dtype_key_native(v);
     case EXPR_UNION: {
         uintptr_t tp = (uintptr_t)Py_TYPE(v);
         for (Py_ssize_t j = 0; j < d->nbranch; j++) {
@@ -259,6 +429,9 @@ compute_part(const DimSpec *d, PyObject *v)
             }
             if (i == b->ngate) {
                 continue;
+            }
+            if (b->expr == EXPR_ARRAY && Py_TYPE(v) == ndarray_type) {
+                return array_pair_native(v, b->layout, b->aligned);
             }
             PyObject *u = type_id(v);
             if (u == NULL || b->expr == EXPR_NONE) {
@@ -281,16 +454,17 @@ compute_part(const DimSpec *d, PyObject *v)
     }
 }
 
-/* set_array_support(ndarray, dtype_cache, probe, data, nd, flags): use numpy arrays' struct
- * fields once they agree with numpy's own answers on ``probe``; returns whether they do. */
+/* set_array_support(ndarray, dtype_cache, token_type, probe, data, nd, flags): use numpy
+ * arrays' struct fields once they agree with numpy's own answers on ``probe``; returns
+ * whether they do. */
 static PyObject *
 set_array_support(PyObject *module, PyObject *args)
 {
-    PyObject *cls, *cache, *probe;
+    PyObject *cls, *cache, *tokens, *probe;
     unsigned long long data;
     int nd, flags;
-    if (!PyArg_ParseTuple(args, "O!O!OKii:set_array_support", &PyType_Type, &cls, &PyDict_Type,
-                          &cache, &probe, &data, &nd, &flags)) {
+    if (!PyArg_ParseTuple(args, "O!O!O!OKii:set_array_support", &PyType_Type, &cls, &PyDict_Type,
+                          &cache, &PyType_Type, &tokens, &probe, &data, &nd, &flags)) {
         return NULL;
     }
     if (!PyObject_TypeCheck(probe, (PyTypeObject *)cls) ||
@@ -312,6 +486,9 @@ set_array_support(PyObject *module, PyObject *args)
     Py_XSETREF(ndarray_type, (PyTypeObject *)cls);
     Py_INCREF(cache);
     Py_XSETREF(dtype_cache, cache);
+    Py_INCREF(tokens);
+    Py_XSETREF(token_type, (PyTypeObject *)tokens);
+    clear_token_rows();
     Py_RETURN_TRUE;
 }
 
@@ -336,6 +513,30 @@ py_array_fact(PyObject *module, PyObject *args)
         return NULL;
     }
     return native_result(array_fact_native(v, layout, aligned));
+}
+
+static PyObject *
+py_array_token(PyObject *module, PyObject *args)
+{
+    PyObject *v;
+    int layout = 1, aligned = 0;
+    if (!PyArg_ParseTuple(args, "O|pp:array_token", &v, &layout, &aligned)) {
+        return NULL;
+    }
+    return native_result(array_token_native(v, layout, aligned));
+}
+
+static PyObject *
+py_dtype_key(PyObject *module, PyObject *v)
+{
+    return native_result(dtype_key_native(v));
+}
+
+static PyObject *
+py_clear_tokens(PyObject *module, PyObject *unused)
+{
+    clear_token_rows();
+    Py_RETURN_NONE;
 }
 
 static PyObject *

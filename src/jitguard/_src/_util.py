@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, MutableSet
 from typing import Any, Generic, Optional, TypeVar
 
-__all__ = ["SCALAR_TYPES", "OrderedSet", "is_scalar_type"]
+__all__ = ["SCALAR_TYPES", "OrderedSet", "constant_repr", "is_scalar_type"]
 
 T = TypeVar("T")
 
@@ -24,6 +24,35 @@ def is_scalar_type(tp: Any) -> bool:
     """``tp`` is one of ``SCALAR_TYPES``, by identity: no metaclass ``__eq__`` or
     ``__hash__`` of ``tp`` runs."""
     return id(tp) in _SCALAR_TYPE_IDS
+
+
+def constant_repr(value: Any) -> str:
+    """``repr(value)`` of a builtin constant (a scalar, or a tuple, list, frozenset, dict,
+    slice or range of them), where an int too long for decimal text is a hex literal of
+    the same value: past ``sys.get_int_max_str_digits()`` (4300 digits by default) ``repr``
+    of an int raises ValueError, and a guard's text or a source's name must never fail on
+    an argument that the plain function takes."""
+    try:
+        return repr(value)
+    except ValueError:
+        pass
+    tp = type(value)
+    if tp is int:
+        return hex(value)
+    if tp is tuple:
+        items = [constant_repr(v) for v in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if tp is list:
+        return f"[{', '.join(constant_repr(v) for v in value)}]"
+    if tp is frozenset:
+        return f"frozenset({{{', '.join(constant_repr(v) for v in value)}}})"
+    if tp is dict:
+        return "{" + ", ".join(f"{constant_repr(k)}: {constant_repr(v)}"
+                               for k, v in dict.items(value)) + "}"
+    if tp is slice or tp is range:
+        parts = ", ".join(constant_repr(v) for v in (value.start, value.stop, value.step))
+        return f"{tp.__name__}({parts})"
+    return f"<{tp.__qualname__} object>"
 
 
 class OrderedSet(MutableSet[T], Generic[T]):

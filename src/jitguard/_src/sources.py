@@ -56,7 +56,7 @@ import keyword
 import math
 from typing import Any, ClassVar, Optional, Union
 
-from ._util import is_scalar_type
+from ._util import constant_repr, is_scalar_type
 from .errors import SourceError
 from .guards import Binder, ChainedSource, FrameSlot, GuardSource, Source, source_dataclass
 from .root_sources import (
@@ -119,9 +119,10 @@ def literal(obj: Any, hint: str = "") -> str:
     """The literal text of a constant in a source's name: the ``bind`` of ``Chained.name``.
     A slice shows as inside brackets (``1:3``, ``::2``)."""
     if type(obj) is slice:
-        start, stop, step = ("" if p is None else repr(p) for p in (obj.start, obj.stop, obj.step))
+        start, stop, step = ("" if p is None else constant_repr(p)
+                             for p in (obj.start, obj.stop, obj.step))
         return f"{start}:{stop}" + (f":{step}" if step else "")
-    return repr(obj)
+    return constant_repr(obj)
 
 
 def has_literal_form(key: Any) -> bool:

@@ -104,7 +104,7 @@ def typed_pin(dim: Dim, components: tuple[Any, ...]) -> Optional[int]:
 # (fact ``"typed"``, ``union``: type id -> fact name) keys each entry by the typed fact
 # chosen for its type: its key part is ``(id(type), *the rest of that fact)`` (the id alone
 # when the fact is the type: an int is never equal to a tuple), and the
-# dispatcher computes, for the call's type, that type's fact (``(u, array_fact(x)) if
+# dispatcher computes, for the call's type, that type's fact (``(u, array_token(x)) if
 # (u := id(type(x))) in A else u if u in T else NOKEY``). The type comes first in every
 # part, so parts of two types never meet; a type with no fact chosen gives ``NOKEY``; each
 # fact's code runs only for the types chosen for it (its gate: the types of entries that

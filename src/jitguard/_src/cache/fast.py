@@ -2,7 +2,7 @@
 compiling a key layout into the codes its ``State`` reads.
 
 May import: _util, _speedups, compiler.kinds, compiler.array_facts, compiler.array_kinds,
-cache.facts, cache.entry, cache.signature.
+compiler.builtin_kinds, cache.facts, cache.entry, cache.signature.
 
 # [Note: The C hot path]
 # When the extension ``jitguard._src._speedups`` is built (setup.py builds it when a
@@ -18,7 +18,8 @@ cache.facts, cache.entry, cache.signature.
 # with the values, so that no residual ever runs twice. A call is *forwarded* to the
 # fallback, arguments untouched, only before any Python code has run: keywords or another
 # number of arguments (so every parameter is given: no default is read, whatever was added
-# or changed since, [Note: Defaults are read at call time]), the ``DEFAULT`` sentinel passed
+# or changed since, [Note: Defaults are read at call time]), ``fn.__code__`` replaced since
+# the entries were compiled ([Note: A replaced __code__]), the ``DEFAULT`` sentinel passed
 # by hand, a miss or failed precondition in an exact layout, a key part the C code does not
 # compute for that value, a layout the codes cannot express (a ``fact_of`` dim, a derived
 # source's fact, a part that would run code of the value's type). Before that point nothing
@@ -37,11 +38,16 @@ cache.facts, cache.entry, cache.signature.
 # slot before it runs any code (the ``tick``, the artifact).
 # The facts it computes: "value" (builtin scalars only), "type", "id", "type_len" (builtin
 # containers only), and the facts of the array and Triton kinds ([Note: Array facts]):
-# ``array_fact`` of a numpy array (a subclass too) from the array's struct fields (data, nd,
-# descr, flags: numpy's stable public layout, checked once against numpy's own answers) with
-# the dtype's key taken from ``array_facts``' own cache (a dtype not in it, e.g. one with
-# metadata, is forwarded: Python computes and caches it); ``int_class`` of an int within 64
-# bits; ``data_ptr_aligned`` of an exact ndarray. Anything else those functions accept (an
+# ``array_token`` of a numpy array (a subclass too) from the array's struct fields (data,
+# nd, descr, flags: numpy's stable public layout, checked once against numpy's own answers):
+# the token Python interned, found by the dtype's address and the code of its ndim and flags,
+# in a small table of the extension's own (each row holds its dtype and token) or else in
+# ``array_facts``' cache (a dtype not in it, e.g. one with metadata or fields, or a fact not
+# interned yet, is forwarded: Python computes and interns it); in a union dim, the part
+# ``(id(ndarray), token)`` of an exact ndarray is one tuple per row, built once; ``int_class``
+# of an int within 64 bits; ``data_ptr_aligned`` of an exact ndarray; ``dtype_key`` of a
+# dtype argument (the "dtype" fact of EQUALS_MATCH) found in ``array_facts``' cache by its
+# address (the row holds the dtype: an immutable one), else forwarded. Anything else those functions accept (an
 # ``__array_interface__`` or DLPack object, a torch tensor's ``data_ptr()``, a bigger int)
 # is forwarded before any of its code runs. tests/test_speedups.py checks each C fact
 # against the Python definition on hypothesis-drawn values.
@@ -60,6 +66,7 @@ from typing import Any, Optional
 from .._util import SCALAR_TYPES
 from ..compiler import array_facts
 from ..compiler.array_kinds import ARRAY_FACTS
+from ..compiler.builtin_kinds import FACT_DTYPE
 from ..compiler.kinds import (
     FACT_ID,
     FACT_TYPE,
@@ -75,7 +82,7 @@ from .signature import DEFAULT, Signature
 __all__ = ["ENV_VAR", "available", "install", "set_enabled", "speedups_enabled", "state_for", "why_not", "wrap"]
 
 ENV_VAR = "JITGUARD_PURE_PYTHON"
-ABI = 4  # the extension's ABI constant this module reads (a stale build is not used)
+ABI = 7  # the extension's ABI constant this module reads (a stale build is not used)
 log = logging.getLogger("jitguard.dispatch")
 
 _speedups: Any = None
@@ -103,7 +110,8 @@ _enabled = _speedups is not None
 # The codes of ``_speedups.State`` (see _speedups.h).
 MODE_FORWARD, MODE_NODIMS, MODE_EXACT, MODE_KEYED = 0, 1, 2, 3
 PRE_NONE, PRE_IS, PRE_SET = 0, 1, 2
-EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN, EXPR_ARRAY, EXPR_INT_CLASS, EXPR_PTR, EXPR_UNION = range(8)
+(EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN, EXPR_ARRAY, EXPR_INT_CLASS, EXPR_PTR, EXPR_UNION,
+ EXPR_DTYPE) = range(9)
 MAX_DIVISORS = 16
 
 _SCALAR_IDS = frozenset(id(t) for t in SCALAR_TYPES)
@@ -248,8 +256,10 @@ def _fact_call(spec: DispatchFact) -> Optional[tuple[int, tuple[Any, ...]]]:
     """``(expr code, options)`` of a fact computed by one of array_facts' functions, in the
     exact forms the array and Triton kinds declare; None for anything else."""
     consts = dict(spec.consts)
+    if spec == FACT_DTYPE and consts.get("dtype_key") is array_facts.dtype_key:
+        return (EXPR_DTYPE, ()) if _array_support() else None
     for (layout, aligned), fact in ARRAY_FACTS.items():
-        if spec == fact and consts.get("array_fact") is array_facts.array_fact:
+        if spec == fact and consts.get("array_token") is array_facts.TOKEN_FUNCTIONS[layout, aligned]:
             return (EXPR_ARRAY, (layout, aligned)) if _array_support() else None
     if spec.typed is None and spec.gate is None and consts.get("int_class") is array_facts.int_class:
         if spec.expr == "{int_class}({v})" and len(consts) == 1:
@@ -287,7 +297,8 @@ def _array_support() -> bool:
         return False
     probe = np.arange(6, dtype=np.int64).reshape(2, 3)[:, 1:]
     data = probe.__array_interface__["data"][0]
-    _arrays = bool(_speedups.set_array_support(np.ndarray, array_facts._dtype_keys, probe, data,
+    _arrays = bool(_speedups.set_array_support(np.ndarray, array_facts._dtype_keys,
+                                               array_facts.InternedFact, probe, data,
                                                probe.ndim, probe.flags.num))
     return _arrays
 

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any, Optional
@@ -226,9 +227,13 @@ class Dispatcher:
     """
 
     def __init__(self, sig: Signature, name: str, miss: Callable[..., Any], *,
-                 tick: Optional[Callable[[], int]] = None) -> None:
+                 tick: Optional[Callable[[], int]] = None,
+                 watch: Optional[types.FunctionType] = None) -> None:
         self.sig = sig
         p = sig.prefix
+        # [Note: A replaced __code__]: every call first compares ``watch.__code__`` with the
+        # code the entries were compiled from, and goes to the miss path when it differs.
+        self.watch = watch
         # With ``tick`` (a cache with ``maxsize``), every hit stamps its slot with the time of
         # use, so that the least recently used entry can be evicted.
         self.lru = tick is not None
@@ -239,7 +244,8 @@ class Dispatcher:
              f"{p}tuple": tuple, f"{p}dict": dict, f"{p}hash": hash, f"{p}LINEAR": LINEAR,
              f"{p}NOKEY": NOKEY, f"{p}FOLLOWERS": FOLLOWERS, f"{p}Exception": Exception,
              f"{p}KeyError": KeyError,
-             f"{p}tick": tick}
+             f"{p}tick": tick, f"{p}FN": watch,
+             f"{p}CODE": watch.__code__ if watch is not None else None}
         )
         self._generations = itertools.count()
         self._current: Optional[KeyCode] = None
@@ -256,6 +262,16 @@ class Dispatcher:
         self.fast: Optional[Any] = fast.wrap(self.function, sig, miss)
         self.public: Callable[..., Any] = self.fast if self.fast is not None else self.function
         self._install_fast(first, self.ns[first.index_name])
+        if watch is not None:
+            self.watch_code(watch.__code__)
+
+    def watch_code(self, code: types.CodeType) -> None:
+        """Serve calls from the entries while the watched function's ``__code__`` is
+        ``code`` ([Note: A replaced __code__])."""
+        assert self.watch is not None
+        self.ns[f"{self.sig.prefix}CODE"] = code
+        if self.fast is not None:
+            self.fast._watch(self.watch, code)
 
     def keycode(self, layout: Layout) -> KeyCode:
         current = self._current
@@ -298,6 +314,9 @@ class Dispatcher:
             + (", exact" if layout.exact else ""))
         for line in sig.fill.splitlines():  # defaults read at call time
             put(0, line, "a default read at call time")
+        if self.watch is not None:
+            put(1, f"if {p}FN.__code__ is not {p}CODE:", "fn's __code__ was replaced")
+            miss(2, "the careful path, which starts the cache over")
         depth = 1
         if reads:
             # Derived dims: the gated reads, then the preconditions on what they read, all

@@ -52,8 +52,8 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
     # Loaded entries that reject the call are explained like compiled ones, but the
     # first compile of this process is not a recompile ([Note: Persistent entries]).
     explained = recompile or bool(cache._entries)
-    limit = cache.recompile_limit
-    past_limit = limit is not None and cache._compiles >= limit
+    reached = cache._limit_reached()
+    past_limit = reached is not None
     if past_limit and cache.on_limit == "fallback" and cache._warned:
         cache._counters.bump("fallbacks")
         dispatch_log.info("%s: miss past the recompile limit: runs the fallback", cache.where)
@@ -65,10 +65,10 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
     covered: list[CacheEntry] = []
     unexplained = 0
     if explained:
-        covered, unexplained = cache._snapshot.closest(values, EXPLAINED)
+        covered, unexplained = cache._closest(values, EXPLAINED)
     refused = refuse(
         cache.where, covered, values, unexplained=unexplained, recompile=recompile,
-        past_limit=past_limit, forbidden=cache.error_on_recompile, limit=limit,
+        past_limit=past_limit, forbidden=cache.error_on_recompile, limit=reached,
         on_limit=cache.on_limit,
         fallback=cache.fallback if cache.fallback is not cache.fn else None,
     )

@@ -17,6 +17,8 @@ May import: errors, guards, compiler.*, store.*, cache.entry.
 #      schema]), its dynamic sources and the artifact's bytes, signed ([Note: Store
 #      signing]). An entry with a guard that is not portable (an identity guard on an object
 #      of this process) is not saved; the log names the guard.
+#      ``serialize`` raising (a backend whose artifact cannot be stored) is a ``StoreWarning``
+#      the first time for a function, and a log line for its later entries.
 #   3. Stored entries are loaded on the function's first miss, not before (the modules the
 #      guards name are imported by then): the local tier first and, if the call still
 #      misses, the shared tier. Each tier is read once per process.
@@ -163,6 +165,7 @@ class Persistence:
         self._pending = ["sqlite"] + (["redis"] if store.shared is not None else [])
         self._seen: set[str] = set()  # entry ids loaded or refused in this process
         self._events: deque[StoreEvent] = deque(maxlen=_EVENTS)
+        self._serialize_warned = False  # a failing serialize warns once per function
         self._lock = threading.Lock()
         self.f_globals = getattr(inspect.unwrap(fn), "__globals__", None)
 
@@ -337,8 +340,13 @@ class Persistence:
         if key is None:
             return
         cid = str(entry.compile_id)
-        doc = export_guards(entry.check, arg_names=self.params)
-        eid = entry_id(doc)
+        try:
+            doc = export_guards(entry.check, arg_names=self.params)
+            eid = entry_id(doc)
+        except (GuardSchemaError, ValueError) as e:  # a source with no JSON form, say
+            self._event(f"{key}:-", "not stored", f"its guard set has no JSON form: {str(e)[:300]}", "-",
+                        cid)
+            return
         ref = f"{key}:{eid}"
         for g in doc["guards"]:
             if not g["portable"]:
@@ -356,7 +364,12 @@ class Persistence:
             message = (f"jitguard store: {self.where}: entry {cid} not stored: serialize "
                        f"raised {type(e).__name__}: {e}")
             self._events.append(StoreEvent(ref, "not stored", message, "-", cid))
-            warn(message, stacklevel=6)
+            if self._serialize_warned:  # said once: later entries go to the log alone
+                store_log.info("%s", message)
+            else:
+                self._serialize_warned = True
+                warn(message + " (later entries of this function that cannot be serialized "
+                     "are logged on jitguard.store, not warned)", stacklevel=6)
             return
         dynamic = []
         for source in sorted(entry.dynamic, key=lambda s: s.name()):

@@ -19,7 +19,8 @@ May import: _util, errors, guards, sources, contexts, compiler.*.
 #     by identity and their ``__defaults__``/``__kwdefaults__`` by their own rules (two
 #     functions of one code object differ in these: ``lambda x, k=i: ...`` in a loop);
 #     bound methods: their type, ``__func__`` and ``__self__``; classes, modules,
-#     builtins: by identity; frozenset, range, slice of constants: by value;
+#     builtins: by identity; frozenset, range, slice of constants: by value (a frozenset
+#     nested more than 32 deep as an object: the comparisons recurse);
 #   * a numpy dtype: by value (EQUALS_MATCH: same class and ``dtype_key``, see
 #     [Note: Array facts]; numpy has a class per dtype: found without a registration);
 #   * anything else: its exact type and its identity (TYPE_MATCH + ID_MATCH); except the
@@ -390,11 +391,15 @@ def identity_rule(ctx: ArgContext, source: Source, value: Any) -> None:
     ctx.by_identity(source, value)
 
 
-def _constant(value: Any) -> bool:
-    """A scalar or a frozenset of constants, by exact type identity."""
+def _constant(value: Any, depth: int = 0) -> bool:
+    """A scalar or a frozenset of constants, by exact type identity; nested deeper than
+    ``_CONSTANT_DEPTH``, not a constant (guarded as an object, never a RecursionError)."""
     if type(value) is frozenset:
-        return all(_constant(v) for v in value)
+        return depth < _CONSTANT_DEPTH and all(_constant(v, depth + 1) for v in value)
     return is_scalar_type(type(value))
+
+
+_CONSTANT_DEPTH = 32
 
 
 def frozenset_rule(ctx: ArgContext, source: Source, value: Any) -> None:

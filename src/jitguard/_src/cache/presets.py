@@ -30,7 +30,14 @@ May import: _util, integrations, guards, sources, compiler.*, cache.policy.
 #     ``.dtype`` by value (and ``.device`` for a ``data_ptr`` type), DATA_PTR_ALIGNED (16
 #     bytes), not the shape, strides or layout (a Triton kernel takes those as arguments);
 #     before the base's rules, so a torch tensor is not guarded by TENSOR_MATCH; left out of
-#     the aliasing guards;
+#     the aliasing guards. ``.dtype`` and ``.device`` are read as the kernel reads them,
+#     wherever they live (an instance attribute, as on Triton's ``TensorWrapper``): a
+#     constant by value, anything else by type and identity, a missing one by NOT_HASATTR;
+#   * a value of an array-like or pointer type that cannot be read as one (an
+#     ``__array_interface__`` that raises or is no dict, DLPack on another device, a
+#     ``data_ptr()``, ``.dtype`` or ``.device`` that raises) is guarded as an object (type
+#     and identity) in both
+#     presets: a preset never makes a call fail that the plain function serves;
 #   * everything else as in "types".
 # Rules registered on a preset policy itself come first.
 # The array and numpy rules are found by looking at the type (numpy is never imported for
@@ -40,11 +47,13 @@ May import: _util, integrations, guards, sources, compiler.*, cache.policy.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, Optional, Union
 
 from .._util import SCALAR_TYPES
-from ..compiler.array_facts import numpy_or_none
+from ..compiler.array_facts import array_fact, data_pointer, numpy_or_none
 from ..compiler.builder import GuardBuilder
+from ..compiler.constants import is_constant
 from ..guards import Source
 from ..integrations import ensure_loaded
 from ..sources import AttrSource
@@ -79,9 +88,24 @@ def scalar_type_rule(ctx: ArgContext, source: Source, value: Any) -> None:
         ctx.by_type(source, value)
 
 
+def _reads(read: Callable[[Any], Any], value: Any) -> bool:
+    """Whether ``read(value)`` (an array fact, a data pointer) can be taken of ``value``:
+    a type that looks like an array's may still refuse (an ``__array_interface__`` that
+    raises or is no dict, DLPack on another device, a ``data_ptr()`` that is no int)."""
+    try:
+        read(value)
+    except Exception:
+        return False
+    return True
+
+
 def array_rule(ctx: ArgContext, source: Source, value: Any) -> None:
     """An array by ARRAY_MATCH (with alignment); neither its identity nor its aliasing with
-    other arguments is guarded."""
+    other arguments is guarded. A value of an array-like type that cannot be read as an
+    array is guarded as an object (type and identity)."""
+    if not _reads(array_fact, value):
+        ctx.as_object(source, value)
+        return
     ctx.guard(source, _ARRAY_MATCH)
     ctx.ignore_aliasing(source)
 
@@ -147,19 +171,53 @@ def int_class_rule(ctx: ArgContext, source: Source, value: Any) -> None:
         ctx.guard(source, GuardBuilder.INT_CLASS)
 
 
+_ABSENT: Any = object()
+
+
+def _pointer_attr(value: Any, name: str) -> Any:
+    """A pointer argument's ``name`` (``dtype``, ``device``) as Triton reads it (``x.dtype``,
+    wherever it lives: the class, the instance, ``__getattr__``); ``_ABSENT`` when it has
+    none. Any other exception of the read propagates."""
+    try:
+        return getattr(value, name)
+    except AttributeError:
+        return _ABSENT
+
+
+def _guard_pointer_attr(ctx: ArgContext, source: Source, name: str, part: Any) -> None:
+    """``part`` (read by ``_pointer_attr``) by value when it is a constant, else by type
+    and identity; its absence by NOT_HASATTR."""
+    attr = AttrSource(source, name)
+    if part is _ABSENT:
+        ctx.guard(attr, GuardBuilder.NOT_HASATTR)
+    elif is_constant(part):
+        ctx.guard(attr, GuardBuilder.EQUALS_MATCH)
+    else:
+        ctx.as_object(attr, part)
+
+
 def pointer_rule(ctx: ArgContext, source: Source, value: Any) -> None:
     """What a Triton kernel's pointer argument is specialized on: exact type, dtype (and
     device, for a type with ``data_ptr``), and whether its data is 16-byte aligned. An
-    array-like without a ``dtype`` attribute is guarded by ARRAY_MATCH (any layout)."""
+    array-like whose class has no ``dtype`` is guarded by ARRAY_MATCH (any layout); a value
+    whose data pointer, dtype or device cannot be read, as an object (type and identity)."""
     tp = type(value)
-    if _static_lookup(tp, "dtype") is MISSING:
+    if not _reads(data_pointer, value):  # no pointer to classify: the object itself
+        ctx.as_object(source, value)
+        return
+    has_ptr = _static_lookup(tp, "data_ptr") is not MISSING
+    if not has_ptr and _static_lookup(tp, "dtype") is MISSING:
         ctx.guard(source, functools.partial(GuardBuilder.ARRAY_MATCH, layout="any"))
     else:
+        names = ("dtype", "device") if has_ptr else ("dtype",)
+        try:
+            parts = [_pointer_attr(value, name) for name in names]
+        except Exception:  # a property that raises: nothing to specialize on
+            ctx.as_object(source, value)
+            return
         ctx.by_type(source, value)
-        ctx.guard(AttrSource(source, "dtype"), GuardBuilder.EQUALS_MATCH)
-        if (_static_lookup(tp, "data_ptr") is not MISSING
-                and _static_lookup(tp, "device") is not MISSING):
-            ctx.guard(AttrSource(source, "device"), GuardBuilder.EQUALS_MATCH)
+        for name, part in zip(names, parts, strict=True):
+            _guard_pointer_attr(ctx, source, name, part)
     ctx.guard(source, GuardBuilder.DATA_PTR_ALIGNED)
     ctx.ignore_aliasing(source)
 

@@ -42,6 +42,7 @@ import itertools
 import logging
 import threading
 import traceback
+import types
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Optional, ParamSpec, TypeVar, Union
 
@@ -165,9 +166,12 @@ class FunctionCache(Generic[_P, _R]):
         self._compile_log = CompileLog(fn, self.where, self._job.frame, history)
         self._lru = Lru() if maxsize is not None else None
         self._reset_state()
+        # [Note: A replaced __code__]: a plain Python function's code is watched.
+        self._watched = fn if type(fn) is types.FunctionType else None
+        self._code = fn.__code__ if self._watched is not None else None
         self.dispatcher = Dispatcher(
             self.signature, getattr(fn, "__name__", ""), self._miss,
-            tick=self._lru.tick if self._lru is not None else None,
+            tick=self._lru.tick if self._lru is not None else None, watch=self._watched,
         )
         # [Note: Persistent entries]: None unless a store is on and the compiler can use it.
         self._persist: Optional[Persistence] = open_persistence(fn, self.compiler, store,
@@ -210,7 +214,38 @@ class FunctionCache(Generic[_P, _R]):
         return out
 
     # ---- the miss path ----------------------------------------------------------------
+    # [Note: A replaced __code__]
+    # Entries are compiled from ``fn`` as it was (a compiler may read its code: trace it,
+    # hand it to numba). Assigning ``fn.__code__`` makes every one of them stale, and no
+    # guard names ``fn`` itself, so the dispatchers watch it: every call first compares
+    # ``fn.__code__`` with the code the entries were compiled from (an attribute read and
+    # an ``is`` in the generated dispatcher, a pointer compare in the C hot path, which
+    # forwards the call when they differ) and goes to the miss path when it was replaced.
+    # There the cache starts over as ``clear()`` does (entries, counts, records), under the
+    # new code, and the call compiles; so the entries in use always come from the code
+    # ``fn`` has now (as torch.compile's cache lives on the code object). The specialized
+    # function keeps the signature it was made with. Only a plain Python function is
+    # watched (not a ``functools.partial`` or a callable object).
+    def _code_replaced(self) -> bool:
+        """Whether ``fn.__code__`` is not the code the entries were compiled from."""
+        return self._watched is not None and self._watched.__code__ is not self._code
+
+    def _start_over(self) -> None:
+        """[Note: A replaced __code__]: forget the entries of the old code."""
+        with self._lock:
+            if not self._code_replaced():
+                return
+            assert self._watched is not None
+            code = self._watched.__code__
+            self.clear()
+            self._code = code
+            self.dispatcher.watch_code(code)
+            log.info("%s: its __code__ was replaced: the cache starts over",
+                               self.where)
+
     def _miss(self, *values: Any) -> Any:
+        if self._code_replaced():
+            self._start_over()
         entry = self._snapshot.lookup(values)
         if entry is not None:
             entry.slow_hits += 1
@@ -238,6 +273,17 @@ class FunctionCache(Generic[_P, _R]):
             else:
                 target = serve_miss(self, values)
         return self.signature.forward(target, *values)
+
+    def _limit_reached(self) -> Optional[str]:
+        """The recompile limit a miss has reached (named for the message), or None: it may
+        compile ([Note: Recompile limits]). A subclass may count entries its own way."""
+        limit = self.recompile_limit
+        return str(limit) if limit is not None and self._compiles >= limit else None
+
+    def _closest(self, values: tuple[Any, ...], limit: int) -> tuple[list[CacheEntry], int]:
+        """The entries whose failures explain a miss ([Note: Recompile reasons]), and how
+        many others were left out. A subclass may add entries it also looked at."""
+        return self._snapshot.closest(values, limit)
 
     def _new_compile_id(self) -> CompileId:
         """The next compile id of this function (the frame id is taken on first use)."""

@@ -27,7 +27,7 @@ import contextlib
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from ..errors import RecompileError, RecompileLimitError, RecompileLimitWarning
 from .entry import CacheEntry
@@ -93,7 +93,7 @@ def recompiles_forbidden() -> bool:
     return _forbid > 0
 
 
-def limit_message(what: str, limit: Optional[int], reasons: Sequence[str], on_limit: OnLimit,
+def limit_message(what: str, limit: Union[int, str, None], reasons: Sequence[str], on_limit: OnLimit,
                   fallback: Any = None) -> str:
     if on_limit == "raise":
         then = "the call raises (on_limit='raise')"
@@ -108,7 +108,8 @@ def limit_message(what: str, limit: Optional[int], reasons: Sequence[str], on_li
 
 def refuse(
     where: str, covered: Sequence[CacheEntry], values: tuple[Any, ...], *, unexplained: int,
-    recompile: bool, past_limit: bool, forbidden: bool, limit: Optional[int], on_limit: OnLimit,
+    recompile: bool, past_limit: bool, forbidden: bool, limit: Union[int, str, None],
+    on_limit: OnLimit,
     fallback: Any = None,
 ) -> Optional[RecompileRecord]:
     """Decide a miss before compiling: raise ``RecompileError`` where recompiling is

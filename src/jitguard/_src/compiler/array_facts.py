@@ -29,6 +29,19 @@ is told apart without it).
 # None when ``aligned`` is false. The type of ``x`` is not part of it: ARRAY_MATCH keys on
 # ``(id(type(x)), array_fact(x, ...))``.
 #
+# ``array_token(x, layout=True, aligned=False)`` is ``intern_fact(array_fact(x, layout,
+# aligned))``: the one live ``InternedFact`` of that fact. Equal facts give the same object
+# and different facts different objects, so a dispatch key holding a token is hashed and
+# compared by identity (an object's address), not by walking the nested tuple; the
+# dispatcher keys ARRAY_MATCH on ``(id(type(x)), array_token(x, ...))``. The table keeps a
+# fact's token while something holds it (a cache entry's key, a cache below), and forgets it
+# after: a fact seen again then gets a new token, and no key holds the old one.
+# ``array_token`` remembers the token of an exact ndarray by its dtype object and a small
+# code of its ndim and the flags the fact reads (``_dtype_keys``), for dtypes without
+# metadata or fields anywhere (immutable: see below); any other array computes the fact and
+# looks it up in the table on every call. The C path keeps the same tokens in a small table
+# of its own, by the dtype's address (held) and the same code.
+#
 # ``dtype_key(d)`` is ``(type(d), core, metadata)``: two dtypes are the same exactly when
 # their keys are equal. numpy's own ``==`` is looser: it ignores metadata (h5py marks
 # variable-length strings by it), the aligned-struct flag, and the dtype class (``'q'`` and
@@ -60,16 +73,22 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import weakref
+from collections.abc import Callable
 from typing import Any, Optional
 
 __all__ = [
     "array_dtype",
     "array_fact",
+    "array_token",
     "as_ndarray",
     "data_ptr_aligned",
     "data_pointer",
     "dtype_key",
     "int_class",
+    "intern_fact",
+    "InternedFact",
+    "TOKEN_FUNCTIONS",
     "numpy_or_none",
 ]
 
@@ -113,11 +132,13 @@ def _bind(np: Any) -> None:
 
 # ---- dtypes ----------------------------------------------------------------------------
 
-# id(dtype) -> (dtype, key), for dtypes without metadata or fields anywhere (such a dtype is
-# immutable; it is held here so its id stays its own). Cleared when it grows past
-# _DTYPE_CACHE_MAX. A structured dtype is never cached: its field names can be assigned in
-# place (``d.names = ...``), which would leave a cached key stale.
-_dtype_keys: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+# id(dtype) -> (dtype, key, tokens), for dtypes without metadata or fields anywhere (such a
+# dtype is immutable; it is held here so its id stays its own); ``tokens``: the code of an
+# array's ndim and flags (``_code``) -> its ``array_token`` with this dtype. Cleared when it
+# grows past _DTYPE_CACHE_MAX. A structured dtype is never cached: its field names can be
+# assigned in place (``d.names = ...``), which would leave a cached key stale. The C path
+# reads this dict ([Note: The C hot path]).
+_dtype_keys: dict[int, tuple[Any, tuple[Any, ...], dict[int, Any]]] = {}
 _DTYPE_CACHE_MAX = 4096
 
 
@@ -163,8 +184,57 @@ def dtype_key(d: Any) -> tuple[Any, ...]:
     if not has_meta:  # metadata values and field names can change in place: never cached
         if len(_dtype_keys) >= _DTYPE_CACHE_MAX:
             _dtype_keys.clear()
-        _dtype_keys[id(d)] = (d, key)
+        _dtype_keys[id(d)] = (d, key, {})
     return key
+
+
+# ---- interned facts --------------------------------------------------------------------
+
+
+class InternedFact:
+    """One fact, interned by ``intern_fact``: while it lives it is the only token of its
+    fact, so tokens are compared and hashed by identity ([Note: Array facts])."""
+
+    __slots__ = ("__weakref__", "fact")
+
+    def __init__(self, fact: tuple[Any, ...]) -> None:
+        self.fact = fact
+
+    def __repr__(self) -> str:
+        return f"InternedFact({self.fact!r})"
+
+    def __reduce__(self) -> Any:  # another process interns it again
+        return (intern_fact, (self.fact,))
+
+
+# fact -> a weak reference to its token; a token's death takes its row out.
+_interned: dict[tuple[Any, ...], weakref.ref[InternedFact]] = {}
+
+
+def _forget(fact: tuple[Any, ...]) -> Callable[[weakref.ref[InternedFact]], None]:
+    """The callback that takes ``fact``'s row out when its token dies (the row's own)."""
+
+    def drop(ref: weakref.ref[InternedFact]) -> None:
+        if _interned.get(fact) is ref:
+            del _interned[fact]
+
+    return drop
+
+
+def intern_fact(fact: tuple[Any, ...]) -> InternedFact:
+    """The token of ``fact``: the same object for equal facts while it lives."""
+    ref = _interned.get(fact)
+    token = ref() if ref is not None else None
+    if token is not None:
+        return token
+    token = InternedFact(fact)
+    new = weakref.ref(token, _forget(fact))
+    while True:
+        ref = _interned.setdefault(fact, new)  # one step: another thread's token wins
+        found = ref()
+        if found is not None:
+            return found
+        _interned[fact] = new  # a dead row whose callback has not run yet
 
 
 # ---- arrays ----------------------------------------------------------------------------
@@ -237,6 +307,57 @@ def array_fact(x: Any, layout: bool = True, aligned: bool = False) -> tuple[Any,
                 (flags & _WRITEABLE) != 0, (flags & _ALIGNED) != 0 if aligned else None)
     a = as_ndarray(x)
     return _fact(_get_dtype(a), _get_ndim(a), _get_flags(a).num, layout, aligned)
+
+
+# The flags a fact reads, by ``sel`` = layout | aligned << 1: WRITEABLE, the contiguity bits
+# with ``layout``, ALIGNED with ``aligned``. A code is ``flags & mask | sel << 4 | ndim << 16``
+# (bits 4-5 are never in a mask): one code, one fact, for one (immutable) dtype. The C path
+# computes the same codes (_speedups_facts.c.h).
+_MASKS = (_WRITEABLE, _WRITEABLE | 3, _WRITEABLE | _ALIGNED, _WRITEABLE | _ALIGNED | 3)
+
+
+def _token_slow(x: Any, layout: bool, aligned: bool) -> InternedFact:
+    """``array_token`` computed: the fact, interned, and remembered for its dtype."""
+    a = as_ndarray(x)
+    d, nd, flags = _get_dtype(a), _get_ndim(a), _get_flags(a).num
+    token = intern_fact(_fact(d, nd, flags, layout, aligned))
+    hit = _dtype_keys.get(id(d))
+    if hit is not None and hit[0] is d:  # an immutable dtype (_fact cached its key)
+        sel = (1 if layout else 0) | (2 if aligned else 0)
+        hit[2][(flags & _MASKS[sel]) | sel << 4 | nd << 16] = token
+    return token
+
+
+def _token_function(layout: bool, aligned: bool) -> Callable[[Any], InternedFact]:
+    """``array_token(x, layout, aligned)`` as a function of ``x`` alone (the dispatcher
+    calls it with one argument, its options and code bits bound)."""
+    sel = (1 if layout else 0) | (2 if aligned else 0)
+    mask, tag = _MASKS[sel], sel << 4
+
+    def token(x: Any) -> InternedFact:
+        if type(x) is _ndarray:  # the hot path: two dict lookups by small ints
+            d = x.dtype
+            hit = _dtype_keys.get(id(d))
+            if hit is not None and hit[0] is d:
+                found = hit[2].get((x.flags.num & mask) | tag | x.ndim << 16)
+                if found is not None:
+                    return found
+        return _token_slow(x, layout, aligned)
+
+    token.__name__ = token.__qualname__ = f"array_token_{'layout' if layout else 'any'}" + (
+        "_aligned" if aligned else "")
+    return token
+
+
+# (layout, aligned) -> array_token with those options, a function of the value alone.
+TOKEN_FUNCTIONS = {(layout, aligned): _token_function(layout, aligned)
+                   for layout in (True, False) for aligned in (False, True)}
+
+
+def array_token(x: Any, layout: bool = True, aligned: bool = False) -> InternedFact:
+    """``intern_fact(array_fact(x, layout, aligned))``, the dispatch key of ARRAY_MATCH
+    ([Note: Array facts]); TypeError when ``x`` is no array."""
+    return TOKEN_FUNCTIONS[bool(layout), bool(aligned)](x)
 
 
 # ---- Triton's classes ------------------------------------------------------------------

@@ -5,8 +5,9 @@ imported only once an array is met ([Note: Array facts]).
 
 May import: errors, compiler.kinds, compiler.values, compiler.array_facts.
 
-One guard is one exact dispatch fact, ``(id(type(x)), array_fact(x, layout, aligned))``:
-a call among entries for N dtypes costs one key lookup, as among one.
+One guard is one exact dispatch fact, ``(id(type(x)), array_token(x, layout, aligned))``
+(the interned ``array_fact``, hashed and compared by identity): a call among entries for N
+dtypes costs one key lookup, as among one.
 
 Options (``functools.partial(GuardBuilder.ARRAY_MATCH, ...)``): ``layout=`` ``"C"``, ``"F"``
 or ``"A"`` (the value's own layout, stated: a value of another layout is refused at build
@@ -21,25 +22,22 @@ from collections.abc import Hashable
 from typing import Any, NamedTuple, Optional
 
 from ..errors import GuardKindError
-from .array_facts import array_dtype, array_fact
+from .array_facts import TOKEN_FUNCTIONS, array_dtype, array_fact, array_token, intern_fact
 from .kinds import DispatchFact, EmitContext, GuardKind, register_guard_kind
 from .values import Ident, describe_ident, type_name
 
 __all__ = ["ARRAY_FACTS", "ArrayMatch", "ArraySpec"]
 
-_CONSTS = (("array_fact", array_fact),)
 # One fact per option set; see [Note: Kinds own their cache data]. The type is the fact's
 # first part ("id"), so the dispatcher tests it (hoisted, or as a gate) before it calls
-# array_fact, which reads the value's attributes.
+# array_token (bound to the options: one argument), which reads the value's attributes.
 ARRAY_FACTS = {
-    (True, False): DispatchFact("array", "{array_fact}({v})", typed="id", gate="types",
-                                spread=True, consts=_CONSTS),
-    (True, True): DispatchFact("array_aligned", "{array_fact}({v}, True, True)", typed="id",
-                               gate="types", spread=True, consts=_CONSTS),
-    (False, False): DispatchFact("array_any_layout", "{array_fact}({v}, False)", typed="id",
-                                 gate="types", spread=True, consts=_CONSTS),
-    (False, True): DispatchFact("array_any_layout_aligned", "{array_fact}({v}, False, True)",
-                                typed="id", gate="types", spread=True, consts=_CONSTS),
+    (layout, aligned): DispatchFact(
+        name, "{array_token}({v})", typed="id", gate="types", spread=True,
+        consts=(("array_token", TOKEN_FUNCTIONS[layout, aligned]),))
+    for (layout, aligned), name in (((True, False), "array"), ((True, True), "array_aligned"),
+                                    ((False, False), "array_any_layout"),
+                                    ((False, True), "array_any_layout_aligned"))
 }
 _LAYOUT_TEXT = {"C": "C (C-contiguous)", "F": "F (Fortran-contiguous)",
                 "A": "A (neither C- nor Fortran-contiguous)"}
@@ -107,6 +105,7 @@ class ArrayMatch(GuardKind):
                 f"ARRAY_MATCH on {guard.name}: layout={layout!r} asked, but the array's "
                 f"layout is {_LAYOUT_TEXT[fact[2]]}"
             )
+        array_token(value, by_layout, aligned)  # its token, ready for the first hit
         return ArraySpec(Ident(type(value)), dtype, fact, by_layout, aligned)
 
     def holds(self, value: Any, params: ArraySpec) -> bool:
@@ -170,12 +169,13 @@ class ArrayMatch(GuardKind):
         return (params.type.weakref(), None)
 
     def fact(self, params: ArraySpec) -> Optional[tuple[str, Hashable]]:
-        return (ARRAY_FACTS[params.layout, params.aligned].name, (params.type.id, params.fact))
+        return (ARRAY_FACTS[params.layout, params.aligned].name,
+                (params.type.id, intern_fact(params.fact)))
 
     def fact_of(self, fact: str, value: Any) -> Hashable:
         for (layout, aligned), spec in ARRAY_FACTS.items():
             if spec.name == fact:
-                return (id(type(value)), array_fact(value, layout, aligned))
+                return (id(type(value)), array_token(value, layout, aligned))
         raise KeyError(fact)
 
     def sample_options(self, value: Any) -> list[dict[str, Any]]:

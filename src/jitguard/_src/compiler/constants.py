@@ -19,6 +19,7 @@ from .array_facts import dtype_key, numpy_or_none
 
 __all__ = [
     "EXACT_EQ_TYPES",
+    "MAX_CONSTANT_DEPTH",
     "is_constant",
     "is_dtype",
     "is_enum_member",
@@ -64,14 +65,21 @@ def is_dtype(value: Any) -> bool:
     return np is not None and issubclass(type(value), np.dtype)
 
 
-def is_constant(value: Any) -> bool:
+# Constants nested deeper than this are not constants: the strict comparisons recurse.
+MAX_CONSTANT_DEPTH = 32
+
+
+def is_constant(value: Any, depth: int = 0) -> bool:
+    """``value`` can be pinned by EQUALS_MATCH: a constant type's value, or a tuple,
+    frozenset or slice of these nested at most ``MAX_CONSTANT_DEPTH`` deep."""
     tp = type(value)
     if is_enum_member(value):
         return True
-    if tp is tuple or tp is frozenset:
-        return all(is_constant(v) for v in value)
-    if tp is slice:
-        return all(is_constant(v) for v in (value.start, value.stop, value.step))
+    if tp is tuple or tp is frozenset or tp is slice:
+        if depth >= MAX_CONSTANT_DEPTH:
+            return False
+        items = (value.start, value.stop, value.step) if tp is slice else value
+        return all(is_constant(v, depth + 1) for v in items)
     return one_of(tp, _CONSTANT_TYPES) or is_dtype(value)
 
 

@@ -134,7 +134,7 @@ def _leaves_of(guards: Union[CheckFunction, Iterable[Leaf]]) -> list[Leaf]:
 
 def _record_of(leaf: Leaf) -> dict[str, Any]:
     code = leaf.code()
-    sources = [_encode_source(s) for s in leaf.sources]
+    sources = [source_to_json(s) for s in leaf.sources]  # GuardSchemaError if one has no form
     out: dict[str, Any] = {"kind": leaf.kind.name, "sources": sources, "code": code}
     try:
         out["expect"] = _encode(leaf.params)

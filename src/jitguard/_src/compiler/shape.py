@@ -85,6 +85,16 @@ def _display(expr: Any, names: Mapping[Any, str]) -> str:
     return _print(expr, names, lambda v, hint: repr(v) if not callable(v) else hint)
 
 
+def _number(v: Any) -> Any:
+    """A symbol's value as a sympy number: ints exactly, floats as floats (NaN as sympy's
+    nan), never an int made of a float."""
+    import sympy
+
+    if isinstance(v, float):
+        return sympy.Float(v) if not math.isnan(v) else sympy.nan
+    return sympy.Integer(v)
+
+
 class ShapeEnvKind(RelationalKind):
     """One shape guard: a sympy boolean over the sizes its symbols stand for."""
 
@@ -95,10 +105,9 @@ class ShapeEnvKind(RelationalKind):
         return ()
 
     def holds(self, value: Any, params: Any) -> bool:
-        import sympy
 
         expr, symbols, _ = params
-        result = expr.xreplace({s: sympy.Integer(v) for s, v in zip(symbols, value, strict=True)})
+        result = expr.xreplace({s: _number(v) for s, v in zip(symbols, value, strict=True)})
         return bool(result)
 
     def emit(self, var: Any, params: Any, ctx: EmitContext) -> str:

@@ -24,7 +24,7 @@ import types
 import weakref
 from typing import Any
 
-from .._util import is_scalar_type
+from .._util import constant_repr, is_scalar_type
 from .constants import is_registered_constant
 
 __all__ = ["Ident", "describe_ident", "is_long_lived", "show", "type_name"]
@@ -70,7 +70,7 @@ def show(value: Any, limit: int = 80) -> str:
         id(type(value)) in _SEQUENCE_IDS and len(value) <= 16
         and all(is_scalar_type(type(v)) for v in value)
     ):
-        text = repr(value)
+        text = constant_repr(value)
         return text if len(text) <= limit else text[: limit - 3] + "..."
     if issubclass(type(value), type):
         return type_name(value)

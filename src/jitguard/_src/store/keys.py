@@ -108,11 +108,18 @@ def _qualified(obj: Any) -> Optional[str]:
     return f"{module}:{qualname}" if current is obj else None
 
 
+# Ints longer than this are written in hex: json writes an int in decimal, which raises
+# ValueError past ``sys.get_int_max_str_digits()`` (640 digits at the least, ~2126 bits).
+_JSON_INT_BITS = 2000
+
+
 def _portable(value: Any, depth: int = 0) -> Any:
     """A JSON form of ``value`` that is the same in every process, or a type-only mark."""
     tp = type(value)
     if depth > 20:
         return ["deep", tp.__qualname__]
+    if tp is int and value.bit_length() > _JSON_INT_BITS:
+        return ["int", hex(value)]  # json writes ints in decimal, limited in length
     if value is None or tp is bool or tp is int or tp is str:
         return value
     if tp is float:

@@ -7,8 +7,8 @@ The other adapters (every torch internal jitguard uses sits in one of them):
 conversion).
 
 May import: torch (its private modules too: that is what this module is for), the standard
-library, jitguard._src.torch.adapter_stored. Nothing else from jitguard: the compiler above
-calls in, never the other way.
+library, jitguard._src.torch.adapter_stored and adapter_runtime. Nothing else from
+jitguard: the compiler above calls in, never the other way.
 
 tests/torch/test_adapter.py holds a test per internal used here, so a torch upgrade that
 moves one breaks that test, loudly, and nothing else needs reading.
@@ -58,6 +58,7 @@ from torch._dynamo.utils import dynamo_timed, get_metrics_context
 from torch._dynamo.variables.torch_function import torch_function_mode_stack_state_mgr
 from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
+from .adapter_runtime import without_function_modes
 from .adapter_stored import _SAVING_CONFIG, SavedCapture, _saved
 
 __all__ = [
@@ -112,6 +113,12 @@ def stance() -> str:
 def recompile_limit() -> int:
     """``torch._dynamo.config.recompile_limit`` (``cache_size_limit`` is its alias)."""
     return int(dynamo_config.recompile_limit)
+
+
+def accumulated_recompile_limit() -> int:
+    """``torch._dynamo.config.accumulated_recompile_limit``: the cap on one function's
+    entries over all its wrappers, isolated or not."""
+    return int(dynamo_config.accumulated_recompile_limit)
 
 
 def fail_on_recompile_limit_hit() -> bool:
@@ -201,6 +208,8 @@ def capture(
                 compiled = backend(gm, bi.example_inputs)
             if saving:
                 saved, unsaved = _saved(gco, bi, gm, compiled)
+            if torch_function_mode_stack_state_mgr.stack:  # [Note: A hit's cost]
+                compiled = without_function_modes(compiled)
             # Dynamo installed the graph module under this name; the backend's callable
             # runs instead.
             gco.f_globals[bi.backend_id] = compiled
@@ -315,9 +324,12 @@ def _graph_names_autocast(gm: Optional[torch.fx.GraphModule]) -> bool:
 #     function's globals to ``_FAST_UTILS``: the three reads done directly
 #     (``x.size(i)``: the same call on the same tensor, ``__torch_function__`` included),
 #     every other name forwarded to the module itself.
-# The function-mode stack is set aside around the program only for a capture made while a
-# mode was active (``without_function_modes``): GLOBAL_STATE, which every entry checks,
-# pins the stack, so an entry captured with an empty stack is only ever hit with one.
+# The function-mode stack is set aside around the compiled graph (Dynamo traced the modes
+# into it) only for a capture made while a mode was active (``without_function_modes``):
+# GLOBAL_STATE, which every entry checks, pins the stack, so an entry captured with an
+# empty stack is only ever hit with one. The bytecode around the graph runs with the stack
+# in place: it replays the side effects Dynamo recorded on a mode (a counter the mode
+# bumps) through the stack itself.
 
 
 class _FastDynamoUtils:

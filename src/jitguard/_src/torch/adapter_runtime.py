@@ -20,6 +20,7 @@ __all__ = [
     "frame_locals",
     "function_modes_active",
     "graph_is_dynamic",
+    "mode_blind",
     "module_call_hooks",
     "on_reset",
     "tree_check",
@@ -122,6 +123,26 @@ def without_function_modes(program: Callable[..., Any]) -> Callable[..., Any]:
                 _push_mode(mode)
 
     run.__wrapped__ = program  # type: ignore[attr-defined]
+    return run
+
+
+_no_torch_function = torch._C.DisableTorchFunction
+
+
+def mode_blind(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run with torch-function dispatch off while a function mode is active:
+    jitguard's own reads of a tensor's metadata (sizes, strides, flags) stand for torch's
+    C++ checker's, which no mode sees. Read through Python under a mode, each would be a
+    call of the user's mode: a counting mode would count them, and one whose counter
+    Dynamo guarded would make a new entry fail its own guards."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if not _len_modes():
+            return fn(*args, **kwargs)
+        with _no_torch_function():
+            return fn(*args, **kwargs)
+
     return run
 
 

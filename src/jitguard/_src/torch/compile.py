@@ -26,23 +26,51 @@ torch's internals are reached), torch's public API.
 # ``torch._dynamo.config`` knobs), as ``torch.compile`` does.
 #
 # What is compiled: a function as itself; an ``nn.Module`` as ``type(m).forward`` with the
-# module as first argument (sources read ``L['self']``; its own hooks do not run, see the
-# README's known limits); a bound method as its ``__func__`` with ``__self__`` first; an
-# object with a Python ``__call__`` likewise. Two wrappers of one function with the same
+# module as first argument (sources read ``L['self']``), and, while it has hooks or an
+# instance ``forward``, as the module call itself ([Note: Compiling a module's call]); a
+# bound method as its ``__func__`` with ``__self__`` first; an object with a Python
+# ``__call__`` likewise. Two wrappers of one function with the same
 # options share one cache unless ``isolate_recompiles=True`` ([Note: Shared entries]).
+#
+# [Note: Compiling a module's call]
+# ``type(m).forward`` alone is what a call of a module without hooks runs, and most calls
+# take that path. While the module has hooks of its own (forward, pre-forward, backward),
+# torch's global module hooks are registered, or ``forward`` is set on the instance, a call
+# is captured as ``m(*args, **kwargs)`` instead: one Python function per ``forward``
+# (``_caller_of``) whose body is the module call, so Dynamo inlines ``Module.__call__``
+# with the hooks and the instance ``forward``, as ``torch.compile(m)`` does. What makes
+# that sound is Dynamo's guards on the call: the length of each hook dict and each hook's
+# code (its closure where read), the instance ``forward``, the global hook dicts, plus
+# jitguard's always-checked empty hook dicts. A hook added, removed or replaced after
+# compiling fails one of them, so the call recompiles; with every hook gone the call is back
+# on ``forward``'s entries. Where Dynamo cannot capture the call (a backward hook it does
+# not trace), the entry runs ``m(...)`` eagerly ([Note: Capture failures]), or, with
+# ``fullgraph=True``, the call raises ``CaptureError``, as ``torch.compile`` does.
 #
 # [Note: Shared entries]
 # ``torch.compile`` keeps entries on the code object, so two compiled wrappers of one
 # function see each other's entries (and count towards one recompile limit). jitguard
-# keeps one cache per (function, backend, fullgraph, dynamic, verify) in a weak map keyed
-# by the function object; ``isolate_recompiles=True`` makes a private cache.
+# keeps the caches of a function in one ``Regions`` (a weak map keyed by the function
+# object): one shared cache per option set (backend, fullgraph, dynamic, verify, limit,
+# store), and one private cache per ``isolate_recompiles=True`` wrapper. As in torch 2.13:
+#   * the recompile limit of a shared cache counts the compiles of every shared cache of
+#     the function, whatever its backend (an entry serves only its own options, as torch's
+#     serve only their backend); an isolated cache counts its own;
+#   * ``accumulated_recompile_limit`` caps the entries of all of them together;
+#   * an isolated cache that misses looks in the shared cache of its options before
+#     compiling (reading it only: what it compiles stays its own), and its recompile
+#     reasons name that cache's entries too.
+# A hit of a shared entry through an isolated wrapper is a normal lookup of that entry
+# (its own guards, nothing skipped), so no soundness is traded for the sharing.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 import os
+import sys
 import types
 import weakref
 from collections.abc import Callable
@@ -53,11 +81,11 @@ import torch
 from ..cache.stance import no_recompiles
 from ..store.tiers import StoreLike
 from .compiled import CompiledFunction
-from .dynamo_cache import DynamoCache, TorchCompiler
+from .dynamo_cache import DynamoCache, Regions, TorchCompiler
 
 __all__ = ["TorchCompiler", "compile"]
 
-_shared: weakref.WeakKeyDictionary[Any, dict[Any, weakref.ref[DynamoCache]]] = weakref.WeakKeyDictionary()
+_shared: weakref.WeakKeyDictionary[Any, Regions] = weakref.WeakKeyDictionary()
 
 def _target(obj: Any) -> tuple[types.FunctionType, Optional[Any]]:
     """The Python function to capture and the object passed as its first argument
@@ -82,17 +110,12 @@ def _target(obj: Any) -> tuple[types.FunctionType, Optional[Any]]:
 
 def _cache_for(fn: types.FunctionType, key: tuple[Any, ...], isolate: bool,
                make: Callable[[], DynamoCache]) -> DynamoCache:
-    """[Note: Shared entries]: the map holds caches weakly (the wrappers hold them), so a
-    cache lives as long as one wrapper of it does, and a function is not kept alive."""
-    if isolate:
-        return make()
-    per_fn = _shared.setdefault(fn, {})
-    ref = per_fn.get(key)
-    cache = ref() if ref is not None else None
-    if cache is None:
-        cache = make()
-        per_fn[key] = weakref.ref(cache)
-    return cache
+    """[Note: Shared entries]: the map holds the function weakly and its caches weakly (the
+    wrappers hold them), so a cache lives as long as one wrapper of it does."""
+    regions = _shared.get(fn)
+    if regions is None:
+        regions = _shared[fn] = Regions()
+    return regions.cache_for(key, isolate, make)
 
 
 def _verify_default() -> bool:
@@ -156,26 +179,64 @@ def compile(
     if verify is None:
         verify = _verify_default()
     fn, first = _target(model_or_fn)
-    code = fn.__code__
-    where = f"{fn.__qualname__} at {code.co_filename}:{code.co_firstlineno}"
     backend_key = backend if isinstance(backend, str) else id(backend)
-
-    def make() -> DynamoCache:
-        compiler = TorchCompiler(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
-                                 verify=bool(verify), where=where)
-        cache = DynamoCache(fn, compiler, recompile_limit, store)
-        cache.where = where
-        cache._job.where = where
-        return cache
-
     store_key = store if isinstance(store, (bool, str, type(None))) else (
         os.fspath(store) if isinstance(store, os.PathLike) else id(store))
-    cache = _cache_for(fn, (backend_key, fullgraph, dynamic, bool(verify), recompile_limit,
-                            store_key), isolate_recompiles, make)
-    remake = None
-    if isinstance(model_or_fn, torch.nn.Module):
-        def remake() -> Any:
-            return compile(model_or_fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
-                           verify=verify, isolate_recompiles=isolate_recompiles,
-                           recompile_limit=recompile_limit, store=store)
-    return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles, remake)
+    key = (backend_key, fullgraph, dynamic, bool(verify), recompile_limit, store_key)
+
+    def cache_for(target: types.FunctionType, where: str) -> DynamoCache:
+        def make() -> DynamoCache:
+            compiler = TorchCompiler(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
+                                     verify=bool(verify), where=where)
+            cache = DynamoCache(target, compiler, recompile_limit, store)
+            cache.where = where
+            cache._job.where = where
+            return cache
+
+        return _cache_for(target, key, isolate_recompiles, make)
+
+    code = fn.__code__
+    cache = cache_for(fn, f"{fn.__qualname__} at {code.co_filename}:{code.co_firstlineno}")
+    if not isinstance(model_or_fn, torch.nn.Module):
+        return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles)
+    module = model_or_fn
+
+    def remake() -> Any:
+        return compile(module, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
+                       verify=verify, isolate_recompiles=isolate_recompiles,
+                       recompile_limit=recompile_limit, store=store)
+
+    def hooked() -> Any:
+        """[Note: Compiling a module's call]: ``m(...)`` itself, hooks included."""
+        caller = _caller_of(fn)
+        where = (f"{type(module).__qualname__}.__call__ (hooks or an instance forward) at "
+                 f"{code.co_filename}:{code.co_firstlineno}")
+        return CompiledFunction.make(module, caller, module, cache_for(caller, where),
+                                     no_recompiles, plain=True)
+
+    return CompiledFunction.make(module, fn, first, cache, no_recompiles, remake, hooked)
+
+
+_callers: weakref.WeakKeyDictionary[Any, types.FunctionType] = weakref.WeakKeyDictionary()
+
+
+def _call_module(self: Any, *args: Any, **kwargs: Any) -> Any:
+    return self(*args, **kwargs)
+
+
+def _caller_of(forward: types.FunctionType) -> types.FunctionType:
+    """The function captured for a module call that ``forward`` alone does not serve: one
+    per ``forward`` (its own code object, as Dynamo keys its automatic dynamic shapes by
+    code; its own globals, where the captures install their graphs), made once."""
+    caller = _callers.get(forward)
+    if caller is None:
+        name = f"{forward.__qualname__.rpartition('.')[0] or forward.__name__}.__call__"
+        names: dict[str, Any] = {"co_name": "__call__"}
+        if sys.version_info >= (3, 11):
+            names["co_qualname"] = name
+        code = _call_module.__code__.replace(**names)
+        scope = {"__builtins__": builtins, "__name__": forward.__module__}
+        caller = types.FunctionType(code, scope, "__call__")
+        caller.__qualname__ = name
+        _callers[forward] = caller
+    return caller

@@ -23,7 +23,8 @@ jitguard._src.torch.adapter_runtime.
 # ([Note: jitguard.torch.compile on Dynamo]), so what ``Module.__call__`` adds around
 # ``forward`` is checked on each call before the cache is asked: when the module has hooks
 # of its own or global module hooks are registered, or ``forward`` was set on the instance,
-# the call is ``m(*args)`` uncompiled (hooks run once, as in eager); when the class's
+# the call goes to a second compiled wrapper (made on first need) that captures the module
+# call itself, hooks included ([Note: Compiling a module's call]); when the class's
 # ``forward`` was replaced after compiling, the new function gets a compiled wrapper of its
 # own (made once per function).
 #
@@ -139,7 +140,12 @@ class CompiledFunction:
     @staticmethod
     def make(original: Any, fn: Callable[..., Any], first: Any, cache: Any,
              no_recompiles: Callable[[], Any],
-             remake: Optional[Callable[[], Callable[..., Any]]] = None) -> Callable[..., Any]:
+             remake: Optional[Callable[[], Callable[..., Any]]] = None,
+             hooked: Optional[Callable[[], Callable[..., Any]]] = None, *,
+             plain: bool = False) -> Callable[..., Any]:
+        """The compiled callable. For a module (unless ``plain``: ``fn`` is called with it
+        first, nothing more), ``remake()`` compiles a replaced class ``forward`` and
+        ``hooked()`` the module call itself ([Note: Compiling a module])."""
         dispatch = cache.function
         stance = adapter.stance
 
@@ -169,19 +175,23 @@ class CompiledFunction:
                 if stance() == "default":
                     return dispatch(*args, **kwargs)
                 return stanced(args, kwargs)
-        elif isinstance(first, torch.nn.Module):
+        elif isinstance(first, torch.nn.Module) and not plain:
             module, hooks = first, adapter_runtime.module_call_hooks()
             others: dict[Any, Callable[..., Any]] = {}
+            whole: list[Callable[..., Any]] = []
 
             def module_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
                 """[Note: Compiling a module]: what the fast path does not serve."""
+                if stance() == "force_eager":
+                    return module(*args, **kwargs)
                 if (
                     "forward" in module.__dict__ or module._forward_hooks
                     or module._forward_pre_hooks or module._backward_hooks
                     or module._backward_pre_hooks or any(hooks)
-                    or stance() == "force_eager"
                 ):
-                    return module(*args, **kwargs)
+                    if not whole and hooked is not None:
+                        whole.append(hooked())
+                    return whole[0](*args, **kwargs) if whole else module(*args, **kwargs)
                 now = type(module).forward
                 if now is fn:
                     return stanced((module, *args), kwargs)

@@ -3,7 +3,7 @@
 shape guards: sympy booleans over symbols, each symbol standing for one jitguard source.
 
 May import: jitguard._src.guards, jitguard._src.sources, jitguard._src.torch.convert_sources,
-jitguard._src.torch.adapter_sources, sympy.
+jitguard._src.torch.adapter_sources, jitguard._src.torch.symbolic, sympy.
 
 # [Note: Converting shape guards]
 # Dynamo evaluates each code part as Python over the frame (``L``/``G``). We parse it
@@ -18,6 +18,9 @@ jitguard._src.torch.adapter_sources, sympy.
 # The sizes and strides that occur in shape guards are exactly the ones Dynamo left
 # symbolic (a static dim is a constant, never a symbol), so TENSOR_MATCH leaves those
 # unchecked and the shape guards decide them (``shape_checked`` lists them).
+# A float input Dynamo made symbolic gets the guard ``not math.isnan(<source>)``: it becomes
+# ``Eq(IsNan(f), 0)`` over a symbol without the integer assumption (``symbolic.IsNan``);
+# a text read both as an int and as a float is unconvertible.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from ..guards import ShapeGuard, SLoc, Source
 from ..sources import TensorProperty, TensorPropertySource
 from . import adapter_sources as adapter
 from .convert_sources import Unconvertible
+from .symbolic import IsNan
 
 __all__ = ["ParsedShapeGuards", "parse_shape_code"]
 
@@ -49,12 +53,17 @@ class ParsedShapeGuards:
         self.shape_checked: set[str] = set()
         self._symbols: dict[str, Any] = {}
 
-    def symbol(self, text: str, source: Source) -> Any:
+    def symbol(self, text: str, source: Source, *, integer: bool = True) -> Any:
+        """The symbol for ``text``: an integer one, or (``integer=False``) one for a float
+        input. One text used both ways is refused (its guards would not mean one thing)."""
         import sympy
 
         sym = self._symbols.get(text)
+        if sym is not None and bool(sym.is_integer) != integer:
+            raise Unconvertible(f"{text} is read both as an int and as a float in shape guards")
         if sym is None:
-            sym = sympy.Symbol(f"jg_shape_{len(self._symbols)}", integer=True)
+            name = f"jg_shape_{len(self._symbols)}"
+            sym = sympy.Symbol(name, integer=True) if integer else sympy.Symbol(name)
             self._symbols[text] = sym
             self.symbol_sources[str(sym)] = source
             if isinstance(source, TensorPropertySource):
@@ -92,6 +101,18 @@ def _user_loc(user_stack: Any) -> Any:
         return None
 
 
+def _isnan_call(node: ast.AST) -> bool:
+    """Whether ``node`` is ``math.isnan(<one argument>)``."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and (node.func.value.id, node.func.attr) == ("math", "isnan")
+        and len(node.args) == 1
+        and not node.keywords
+    )
+
+
 class _Builder:
     def __init__(self, code: str, sources: Mapping[str, Source], out: ParsedShapeGuards) -> None:
         self.code = code
@@ -123,6 +144,15 @@ class _Builder:
         if isinstance(node, ast.BoolOp):
             args = [self.build(v) for v in node.values]
             return sympy.And(*args) if isinstance(node.op, ast.And) else sympy.Or(*args)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and _isnan_call(node.operand):
+            # A float input's implicit guard (Dynamo assumes a float symbol is not NaN).
+            call = node.operand
+            assert isinstance(call, ast.Call)
+            text = ast.get_source_segment(self.code, call.args[0])
+            source = self.sources.get(text) if text is not None else None
+            if text is None or source is None or isinstance(source, TensorPropertySource):
+                raise self.fail(call.args[0], "not a float source converted for this capture")
+            return sympy.Eq(IsNan(self.out.symbol(text, source, integer=False)), 0)
         if isinstance(node, ast.UnaryOp):
             arg = self.build(node.operand)
             if isinstance(node.op, ast.USub):

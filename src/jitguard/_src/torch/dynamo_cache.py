@@ -45,7 +45,7 @@ from .convert import GLOBALS_SELF
 from .delegated import Delegation
 from .state import DTYPE_STATES
 
-__all__ = ["DynamoCache", "TorchCompiler"]
+__all__ = ["DynamoCache", "Regions", "TorchCompiler"]
 
 log = logging.getLogger("jitguard.torch")
 
@@ -158,8 +158,6 @@ class TorchCompiler:
         if cap.tree is not None:
             self._delegate(request, info)
         info.forget_entries()
-        if adapter_runtime.function_modes_active():  # [Note: A hit's cost]
-            cap.fn = adapter_runtime.without_function_modes(cap.fn)
         artifact = info.verified(self.where, request.signature.bind) if self.verify else cap.fn
         if self.saving:
             self.saved[artifact] = (
@@ -294,9 +292,49 @@ def _tree_kind() -> Callable[..., Any]:
     return GuardBuilder.TORCH_GUARD_TREE
 
 
+class Regions:
+    """The caches of one function ([Note: Shared entries]): the shared ones, one per option
+    set (``key``), and the isolated ones. Held weakly: the wrappers hold the caches."""
+
+    def __init__(self) -> None:
+        self.shared: dict[Any, weakref.ref[DynamoCache]] = {}
+        self.isolated: weakref.WeakSet[DynamoCache] = weakref.WeakSet()
+
+    def shared_caches(self) -> list[DynamoCache]:
+        return [c for c in (r() for r in list(self.shared.values())) if c is not None]
+
+    def cache_for(self, key: Any, isolate: bool,
+                  make: Callable[[], DynamoCache]) -> DynamoCache:
+        if isolate:
+            cache = make()
+            self.isolated.add(cache)
+        else:
+            ref = self.shared.get(key)
+            found = ref() if ref is not None else None
+            if found is not None:
+                return found
+            cache = make()
+            self.shared[key] = weakref.ref(cache)
+        cache.regions, cache.key, cache.isolated = self, key, isolate
+        return cache
+
+    def fallbacks(self, cache: DynamoCache) -> list[DynamoCache]:
+        """The shared caches an isolated ``cache`` also looks in: the one of its options."""
+        if not cache.isolated:
+            return []
+        ref = self.shared.get(cache.key)
+        found = ref() if ref is not None else None
+        return [found] if found is not None else []
+
+
 class DynamoCache(FunctionCache):
     """A ``FunctionCache`` whose recompile limit follows ``torch._dynamo.config`` when the
-    user gave none, and whose stats count capture failures and delegated entries."""
+    user gave none, counted over the function's shared caches, and whose stats count capture
+    failures and delegated entries ([Note: Shared entries])."""
+
+    regions: Optional[Regions] = None
+    key: Any = None
+    isolated = False
 
     def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int],
                  store: StoreLike = None) -> None:
@@ -341,6 +379,49 @@ class DynamoCache(FunctionCache):
     @on_limit.setter
     def on_limit(self, value: str) -> None:
         pass
+
+    # ---- [Note: Shared entries] ----------------------------------------------------------
+    def _limit_reached(self) -> Optional[str]:
+        regions = self.regions
+        if regions is None:
+            return super()._limit_reached()
+        limit = self.recompile_limit
+        region = [self] if self.isolated else regions.shared_caches()
+        if sum(c._compiles for c in region) >= limit:
+            return str(limit)
+        limit_all = adapter.accumulated_recompile_limit()
+        total = sum(len(c.entries()) for c in (*regions.shared_caches(), *regions.isolated))
+        if total >= limit_all:
+            return f"accumulated_recompile_limit={limit_all}"
+        return None
+
+    def _closest(self, values: tuple[Any, ...], limit: int) -> tuple[list[Any], int]:
+        covered, left = super()._closest(values, limit)
+        if self.regions is not None:
+            for shared in self.regions.fallbacks(self):
+                more, more_left = shared._closest(values, limit)
+                covered, left = covered + more, left + more_left
+        return covered, left
+
+    def _miss(self, *values: Any) -> Any:
+        if self.regions is not None and self.isolated:
+            for shared in self.regions.fallbacks(self):
+                if shared._code_replaced():  # [Note: A replaced __code__]
+                    continue
+                entry = shared._snapshot.lookup(values)
+                if entry is not None:
+                    entry.slow_hits += 1
+                    return self.signature.forward(entry.artifact, *values)
+        return super()._miss(*values)
+
+    def lookup(self, *args: Any, **kwargs: Any) -> Any:
+        found = super().lookup(*args, **kwargs)
+        if found is None and self.regions is not None:
+            for shared in self.regions.fallbacks(self):
+                found = shared.lookup(*args, **kwargs)
+                if found is not None:
+                    break
+        return found
 
     def stats(self) -> CacheStats:
         live = {e.compile_id for e in self.entries()}

@@ -197,11 +197,14 @@ def load(data: bytes, fn: types.FunctionType, installed: list[str]) -> Callable[
     old = state["backend_id"]
     new = f"{old}_load{next(_load_ids)}"
     bytecode = bytecode.replace(co_names=tuple(new if n == old else n for n in bytecode.co_names))
-    compiled = adapter_stored.load_compiled(*state["compiled"])
+    # [Note: A hit's cost]: under a function mode (GLOBAL_STATE pins it to the one of the
+    # capture), the graph, which has the modes traced in, runs with them set aside
+    compiled = adapter_runtime.without_function_modes(
+        adapter_stored.load_compiled(*state["compiled"]))
     g[new] = compiled
     installed.append(new)
     program = types.FunctionType(bytecode, g, fn.__name__, fn.__defaults__, fn.__closure__)
     if fn.__kwdefaults__:
         program.__kwdefaults__ = dict(fn.__kwdefaults__)
     program.__qualname__ = fn.__qualname__
-    return adapter_runtime.without_function_modes(program)
+    return program

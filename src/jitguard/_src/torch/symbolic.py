@@ -1,14 +1,16 @@
 """Python meanings of the sympy functions torch's ShapeEnv puts in shape guards
 (``torch.utils._sympy.functions``), for SHAPE_ENV guards.
 
-May import: jitguard._src.compiler.shape, torch (lazily: only to evaluate
-``IsNonOverlappingAndDenseIndicator``).
+May import: jitguard._src.compiler.shape, sympy (torch imports it), torch (lazily: only to
+evaluate ``IsNonOverlappingAndDenseIndicator``).
 
 Each meaning is what torch's own Python printer prints for the function (the code Dynamo's
 shape guards run): ``FloorDiv`` and ``CleanDiv`` are ``//``, ``ModularIndexing(x, d, m)``
 is ``(x // d) % m``, ``PythonMod`` is ``%``, ``IntTrueDiv``/``FloatTrueDiv`` are ``/``, and
 so on. ``Mod``, ``Max``, ``Min``, ``Abs``, ``floor`` and ``ceiling`` the compiler already
 knows by name; ``CeilDiv`` never survives construction (it becomes ``FloorDiv``/``CleanDiv``).
+``IsNan`` is jitguard's own: 1 for a NaN float, else 0, for a float input's implicit guard
+(``not math.isnan(f)`` in Dynamo's code, ``Eq(IsNan(f), 0)`` here).
 """
 
 from __future__ import annotations
@@ -18,9 +20,29 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import sympy
+
 from ..compiler.shape import register_sympy_function
 
-__all__ = ["SYMPY_FUNCTIONS", "register_sympy_functions"]
+__all__ = ["SYMPY_FUNCTIONS", "IsNan", "register_sympy_functions"]
+
+
+class IsNan(sympy.Function):
+    """1 when its (float) argument is NaN, else 0; stays unevaluated over a symbol."""
+
+    is_integer = True
+
+    @classmethod
+    def eval(cls, x: Any) -> Any:
+        if x is sympy.nan:
+            return sympy.Integer(1)
+        if x.is_number:
+            return sympy.Integer(0)
+        return None
+
+
+def _is_nan(x: Any) -> int:
+    return 1 if isinstance(x, float) and math.isnan(x) else 0
 
 
 def _modular_indexing(x: Any, div: Any, mod: Any) -> Any:
@@ -90,6 +112,7 @@ SYMPY_FUNCTIONS: dict[str, Callable[..., Any]] = {
         )
     },
     "OpaqueUnaryFn_log2": _log2,
+    "IsNan": _is_nan,
 }
 
 

@@ -1,7 +1,7 @@
 """TENSOR_MATCH: one tensor's exact type and metadata, with torch's meaning and failure texts.
 
 May import: jitguard._src.errors, jitguard._src.compiler.kinds, jitguard._src.compiler.values,
-jitguard._src.torch.tensor_meta, torch.
+jitguard._src.torch.tensor_meta, jitguard._src.torch.adapter_runtime, torch.
 
 # [Note: TENSOR_MATCH]
 # A tensor passes when, against the tensor the guard was built from, it has
@@ -52,6 +52,7 @@ import torch
 from ..compiler.kinds import EmitContext, GuardKind
 from ..compiler.values import Ident, type_name
 from ..errors import GuardKindError
+from .adapter_runtime import mode_blind
 from .tensor_meta import (
     MODES,
     dtype_name,
@@ -132,6 +133,7 @@ class TensorMatch(GuardKind):
     name = "TENSOR_MATCH"
     cost = 6
 
+    @mode_blind
     def expect(self, value: Any, guard: Any, **options: Any) -> TensorSpec:
         unknown = set(options) - {"dynamic_dims", "sizes", "strides", "dispatch_keys"}
         if unknown:
@@ -199,6 +201,7 @@ class TensorMatch(GuardKind):
 
     # ---- reference meaning ----------------------------------------------------------
 
+    @mode_blind
     def holds(self, value: Any, params: TensorSpec) -> bool:
         if not params.type.alive or type(value) is not params.type.get():
             return False
@@ -267,6 +270,7 @@ class TensorMatch(GuardKind):
             f"size={_show_dims(params.sizes)}, stride={strides})"
         )
 
+    @mode_blind
     def reason(self, name: str, value: Any, params: TensorSpec) -> str:
         expected_type = params.type.get()
         if type(value) is not expected_type:
