@@ -71,59 +71,6 @@ py_dicts_lack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
-/* object.__getattribute__, and its name: a type whose __getattribute__ is still object's
- * reads an attribute the generic way, its __getattr__ (if any) only when that fails */
-static PyObject *object_getattribute = NULL;
-static PyObject *str_getattribute = NULL;
-
-/* getattr(o, name), without the type's slot wrapper when its __getattribute__ is object's
- * (a class with a Python __getattr__, such as nn.Module, otherwise looks both hooks up on
- * every read) */
-static PyObject *
-generic_getattr(PyObject *o, PyObject *name)
-{
-    PyTypeObject *tp = Py_TYPE(o);
-    if (tp->tp_getattro != PyObject_GenericGetAttr &&
-        _PyType_Lookup(tp, str_getattribute) == object_getattribute) {
-        PyObject *v = PyObject_GenericGetAttr(o, name);
-        if (v != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            return v;
-        }
-        PyErr_Clear();  /* missing: the whole protocol again, __getattr__ included */
-    }
-    return PyObject_GetAttr(o, name);
-}
-
-/* attrs_falsy(o1, name1, o2, name2, ...): ``not (getattr(o1, name1) or getattr(o2, name2)
- * or ...)``, read and tested in that order. bulk.attrs_falsy_py is its meaning. */
-static PyObject *
-py_attrs_falsy(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs % 2 != 0) {
-        PyErr_SetString(PyExc_TypeError, "attrs_falsy(obj, name, obj, name, ...)");
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i += 2) {
-        if (!PyUnicode_Check(args[i + 1])) {
-            PyErr_SetString(PyExc_TypeError, "attrs_falsy: attribute names must be str");
-            return NULL;
-        }
-        PyObject *v = generic_getattr(args[i], args[i + 1]);
-        if (v == NULL) {
-            return NULL;
-        }
-        int truth = PyDict_CheckExact(v) ? PyDict_GET_SIZE(v) != 0 : PyObject_IsTrue(v);
-        Py_DECREF(v);
-        if (truth != 0) {
-            if (truth < 0) {
-                return NULL;
-            }
-            Py_RETURN_FALSE;
-        }
-    }
-    Py_RETURN_TRUE;
-}
-
 /* ---- the module ---------------------------------------------------------------------- */
 
 static PyMethodDef module_methods[] = {
@@ -143,8 +90,6 @@ static PyMethodDef module_methods[] = {
      "int_class(x, divisors=(16,)) as the C path computes it (LookupError: forwarded)."},
     {"data_ptr_aligned", py_data_ptr_aligned, METH_VARARGS,
      "data_ptr_aligned(x, align=16) as the C path computes it (LookupError: forwarded)."},
-    {"attrs_falsy", (PyCFunction)(void (*)(void))py_attrs_falsy, METH_FASTCALL,
-     "attrs_falsy(obj, name, ...): not (getattr(obj, name) or ...)."},
     {"dicts_lack", (PyCFunction)(void (*)(void))py_dicts_lack, METH_FASTCALL,
      "dicts_lack(attrs, *values): no value's instance dict holds a key of attrs."},
     {NULL},
@@ -171,14 +116,6 @@ PyInit__speedups(void)
     str_i64 = PyUnicode_InternFromString("i64");
     str_u64 = PyUnicode_InternFromString("u64");
     if (!str_C || !str_F || !str_A || !str_i32 || !str_i64 || !str_u64) {
-        return NULL;
-    }
-    str_getattribute = PyUnicode_InternFromString("__getattribute__");
-    if (str_getattribute == NULL) {
-        return NULL;
-    }
-    object_getattribute = PyObject_GetAttr((PyObject *)&PyBaseObject_Type, str_getattribute);
-    if (object_getattribute == NULL) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&speedups_module);

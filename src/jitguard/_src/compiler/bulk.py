@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["attrs_falsy", "attrs_falsy_py", "dicts_lack", "dicts_lack_py"]
+__all__ = ["dicts_lack", "dicts_lack_py"]
 
 
 def dicts_lack_py(attrs: tuple[str, ...], *values: Any) -> bool:
@@ -29,15 +29,6 @@ def dicts_lack_py(attrs: tuple[str, ...], *values: Any) -> bool:
     return True
 
 
-def attrs_falsy_py(*pairs: Any) -> bool:
-    """``not (getattr(o1, name1) or getattr(o2, name2) or ...)`` for the arguments
-    ``o1, name1, o2, name2, ...``, read and tested in that order."""
-    for i in range(0, len(pairs), 2):
-        if getattr(pairs[i], pairs[i + 1]):
-            return False
-    return True
-
-
 def _c_version(name: str) -> Any:
     if os.environ.get("JITGUARD_PURE_PYTHON", "") == "1":
         return None
@@ -49,4 +40,3 @@ def _c_version(name: str) -> Any:
 
 
 dicts_lack: Callable[..., bool] = _c_version("dicts_lack") or dicts_lack_py
-attrs_falsy: Callable[..., bool] = _c_version("attrs_falsy") or attrs_falsy_py

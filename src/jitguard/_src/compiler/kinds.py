@@ -186,13 +186,6 @@ class GuardKind:
         is True ([Note: Batched leaves])."""
         return " and ".join(f"({self.emit(v, p, ctx)})" for v, p in zip(vars, params, strict=True))
 
-    def emit_batch_attrs(self, attrs: Sequence[tuple[str, str]], params: Sequence[Any],
-                         ctx: EmitContext) -> Optional[str]:
-        """As ``emit_batch`` when ``batch_reads_once`` and every value is a plain
-        attribute read no other leaf needs: ``attrs[i]`` is (the variable holding the base,
-        the name bound to the attribute's name). None: use ``emit_batch``."""
-        return None
-
     def code(self, name: Any, params: Any) -> str:
         raise NotImplementedError
 

@@ -3,7 +3,7 @@ built-in kinds do not state: an attribute absent from an instance dict, an item 
 an empty hooks dict, a constant subclass's builtin value, a mapping's keys, and ID_MATCH under the readable names Dynamo gives it for modules,
 builtins and classes. Registered on import (``GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT``).
 
-May import: errors, compiler.bulk, compiler.constants, compiler.kinds, compiler.identity_kinds,
+May import: errors, compiler.constants, compiler.kinds, compiler.identity_kinds,
 compiler.values.
 
 Failure texts restate the check in the form Dynamo prints for the same guard
@@ -18,7 +18,6 @@ from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple, Optional
 
 from ..errors import GuardKindError
-from . import bulk
 from .constants import is_constant
 from .identity_kinds import IdMatch
 from .kinds import EmitContext, GuardKind, register_guard_kind
@@ -305,13 +304,6 @@ class EmptyHooksDict(GuardKind):
     def emit_batch(self, vars: Sequence[str], params: Sequence[None], ctx: EmitContext) -> str:
         # [Note: Batched leaves]: one truth test chain, no jump per dict
         return f"not ({' or '.join(vars)})"
-
-    def emit_batch_attrs(self, attrs: Sequence[tuple[str, str]], params: Sequence[None],
-                         ctx: EmitContext) -> str:
-        # the same test in one call (C when built: a module's attributes read the generic
-        # way when its class keeps object.__getattribute__)
-        args = ", ".join(f"{base}, {name}" for base, name in attrs)
-        return f"{ctx.const(bulk.attrs_falsy, 'attrs_falsy')}({args})"
 
     def code(self, name: str, params: None) -> str:
         return f"not {name}"

@@ -282,21 +282,9 @@ class Body:
     def add_batch(self, group: Sequence[Leaf]) -> None:
         """One test for several leaves of one batching kind ([Note: Batched leaves])."""
         kind = group[0].kind
-        params = [leaf.params for leaf in group]
-        if kind.batch_reads_once:
-            names = [self._read_once(leaf.sources[0]) for leaf in group]
-            # every value a plain attribute read in place, ``(base.attr)``: the kind may
-            # read them itself, given (base, attribute name) pairs
-            attrs = [a for a in map(_plain_attr, names) if a is not None]
-            expr = None
-            if len(attrs) == len(names):
-                expr = kind.emit_batch_attrs(
-                    [(b, self._const(a, "attr")) for b, a in attrs], params, self.ns)
-            if expr is None:
-                expr = kind.emit_batch(names, params, self.ns)
-        else:
-            names = [self.read(leaf.sources[0]) for leaf in group]
-            expr = kind.emit_batch(names, params, self.ns)
+        names = [self._read_once(leaf.sources[0]) if kind.batch_reads_once
+                 else self.read(leaf.sources[0]) for leaf in group]
+        expr = kind.emit_batch(names, [leaf.params for leaf in group], self.ns)
         self.code += (f"        if not ({expr}):", "            return False")
         shown = ", ".join(leaf.sources[0].name() for leaf in group)
         self.comments += (f"{kind.name} on {len(group)} values: {shown}", "")
@@ -327,17 +315,6 @@ class Body:
             return
         self.code += (f"        if not ({expr}):", "            return False")
         self.comments += (f"{kind.name}: {leaf.code()}", "")
-
-
-def _plain_attr(expr: str) -> Optional[tuple[str, str]]:
-    """``(base, attr)`` when ``expr`` is ``(base.attr)``, a plain attribute read of a
-    variable (both identifiers), else None."""
-    if not (expr.startswith("(") and expr.endswith(")")):
-        return None
-    base, dot, attr = expr[1:-1].partition(".")
-    if dot and base.isidentifier() and attr.isidentifier():
-        return base, attr
-    return None
 
 
 def write_function(
