@@ -180,6 +180,27 @@ def test_float_input_nan_guard_converts() -> None:
     assert why.startswith("(IsNan(L['m'].scale) == 0) failed: L['m'].scale = nan")
 
 
+def f_branch_on_size(x: Any, n: int) -> Any:
+    return x * n if x.shape[0] > 2 else x - n
+
+
+def test_a_views_base_in_shape_guards_converts() -> None:
+    """dynamic=True on a strided view: Dynamo's shape guards read ``L['x']._base``; they
+    convert (nothing delegated, no size pinned), other views pass, and a tensor that is no
+    view fails, its stride and its missing base named."""
+    c = capture(f_branch_on_size, torch.arange(14)[::2], 1, dynamic=True)
+    assert any("_base" in str(g.sloc) for g in c.conversion.shape_guards)
+    for x in (torch.arange(10)[::2], torch.arange(9)[::3], torch.arange(40)[::2]):
+        assert c.agree(x, 1)
+    assert not c.agree(torch.arange(6), 1)
+    assert not c.agree(torch.arange(4)[::2], 1)  # 2 elements: the branch's own guard
+    assert c.reasons(torch.arange(6), 1) == [
+        "(2 <= L['x'].stride()[0]) failed: L['x'].stride()[0] = 1  # (2 <= L['x'].stride()[0])",
+        "L['x']._base.size()[0] could not be read: AttributeError: 'NoneType' object has no "
+        "attribute 'size'",
+    ]
+
+
 def test_a_text_read_as_int_and_float_is_unconvertible() -> None:
     """One source read both in int arithmetic and as a float input: refused, not guessed."""
     from jitguard import LocalSource

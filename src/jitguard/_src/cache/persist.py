@@ -192,6 +192,14 @@ class Persistence:
         """Whether a tier is still to be read."""
         return bool(self._pending)
 
+    def rekey(self) -> None:
+        """``fn.__code__`` was replaced ([Note: A replaced __code__]): the function's
+        identity, and so its store key, are the new code's; the old code's entries stay
+        under the old key, never loaded for the new code."""
+        identity = function_identity(self.fn)
+        assert identity is not None  # a watched function is a plain Python function
+        self.identity, self._key = identity, None
+
     def reset(self) -> None:
         """After ``FunctionCache.clear()``: read the tiers again on the next miss."""
         self._pending = ["sqlite"] + (["redis"] if self.store.shared is not None else [])

@@ -222,9 +222,10 @@ class FunctionCache(Generic[_P, _R]):
     # an ``is`` in the generated dispatcher, a pointer compare in the C hot path, which
     # forwards the call when they differ) and goes to the miss path when it was replaced.
     # There the cache starts over as ``clear()`` does (entries, counts, records), under the
-    # new code, and the call compiles; so the entries in use always come from the code
-    # ``fn`` has now (as torch.compile's cache lives on the code object). The specialized
-    # function keeps the signature it was made with. Only a plain Python function is
+    # new code, with the new code's store key (the old code's stored entries stay under the
+    # old key, never loaded for the new code), and the call compiles; so the entries in use
+    # always come from the code ``fn`` has now (as torch.compile's cache lives on the code
+    # object). The specialized function keeps the signature it was made with. Only a plain Python function is
     # watched (not a ``functools.partial`` or a callable object).
     def _code_replaced(self) -> bool:
         """Whether ``fn.__code__`` is not the code the entries were compiled from."""
@@ -237,11 +238,12 @@ class FunctionCache(Generic[_P, _R]):
                 return
             assert self._watched is not None
             code = self._watched.__code__
+            if self._persist is not None:
+                self._persist.rekey()  # the old code's stored entries are not this code's
             self.clear()
             self._code = code
             self.dispatcher.watch_code(code)
-            log.info("%s: its __code__ was replaced: the cache starts over",
-                               self.where)
+            log.info("%s: its __code__ was replaced: the cache starts over", self.where)
 
     def _miss(self, *values: Any) -> Any:
         if self._code_replaced():

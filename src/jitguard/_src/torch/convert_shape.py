@@ -17,7 +17,9 @@ jitguard._src.torch.adapter_sources, jitguard._src.torch.symbolic, sympy.
 # SHAPE_ENV guard unconvertible; nothing is approximated.
 # The sizes and strides that occur in shape guards are exactly the ones Dynamo left
 # symbolic (a static dim is a constant, never a symbol), so TENSOR_MATCH leaves those
-# unchecked and the shape guards decide them (``shape_checked`` lists them).
+# unchecked and the shape guards decide them (``shape_checked`` lists them). A size or stride
+# of a view's base (``L['x']._base.size()[0]``) is read through ``AttrSource(x, '_base')``:
+# when the argument is no view, ``_base`` is None, the read raises, and the guard fails.
 # A float input Dynamo made symbolic gets the guard ``not math.isnan(<source>)``: it becomes
 # ``Eq(IsNan(f), 0)`` over a symbol without the integer assumption (``symbolic.IsNan``);
 # a text read both as an int and as a float is unconvertible.
@@ -31,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..guards import ShapeGuard, SLoc, Source
-from ..sources import TensorProperty, TensorPropertySource
+from ..sources import AttrSource, TensorProperty, TensorPropertySource
 from . import adapter_sources as adapter
 from .convert_sources import Unconvertible
 from .symbolic import IsNan
@@ -188,6 +190,18 @@ class _Builder:
             return (sympy.Min if node.func.id == "min" else sympy.Max)(*args)
         return self.leaf(node)
 
+    def tensor(self, text: str) -> Any:
+        """The source of the tensor ``text`` names: a converted source, or the ``._base`` of
+        one (a view's base, which Dynamo's shape guards read without guarding it apart)."""
+        source = self.sources.get(text)
+        if source is None and text.endswith("._base"):
+            of = self.sources.get(text[: -len("._base")])
+            if of is not None:
+                source = AttrSource(of, "_base")
+                if source.name() != text:
+                    return None
+        return source
+
     def leaf(self, node: ast.AST) -> Any:
         text = ast.get_source_segment(self.code, node)
         if text is None:
@@ -195,7 +209,7 @@ class _Builder:
         source = self.sources.get(text)
         if source is None:
             m = _PROP.match(text)
-            base = self.sources.get(m.group("base")) if m else None
+            base = self.tensor(m.group("base")) if m else None
             if m is None or base is None:
                 raise self.fail(node, "not a source converted for this capture")
             if m.group("m") is None:
