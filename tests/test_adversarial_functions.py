@@ -132,3 +132,16 @@ def test_replaced_code_never_loads_the_old_codes_stored_entries(store_dir: Any) 
     assert [f(1), f(1), f(2)] == [10, 10, 20]
     fn.__code__ = plus_one.__code__
     assert f(1) == 2  # the first code's entry is right again (loaded or compiled)
+
+
+def test_lookup_after_replaced_code_names_no_entry() -> None:
+    """``lookup`` says a call would miss once ``__code__`` is replaced (the call starts over)."""
+    def fn(x: int) -> int:
+        return x + 1
+
+    f = specialize(fn, compiler=from_code, automatic_dynamic=False)
+    f(1)
+    assert cache_of(f).lookup(1) is not None
+    fn.__code__ = times_ten.__code__
+    assert cache_of(f).lookup(1) is None
+    assert f(1) == 10 and cache_of(f).lookup(1) is not None

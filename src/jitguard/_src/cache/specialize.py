@@ -395,7 +395,10 @@ class FunctionCache(Generic[_P, _R]):
         return [e.compile_id for e in self.entries()]
 
     def lookup(self, *args: Any, **kwargs: Any) -> Optional[CacheEntry]:
-        """The entry a call with these arguments would use (None: it would miss)."""
+        """The entry a call with these arguments would use (None: it would miss, as every
+        call does once ``fn.__code__`` was replaced, [Note: A replaced __code__])."""
+        if self._code_replaced():
+            return None
         return self._snapshot.lookup(self.signature.bind(*args, **kwargs))
 
     @property
