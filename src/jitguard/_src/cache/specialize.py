@@ -396,7 +396,7 @@ class FunctionCache(Generic[_P, _R]):
 
     def lookup(self, *args: Any, **kwargs: Any) -> Optional[CacheEntry]:
         """The entry a call with these arguments would use (None: it would miss, as every
-        call does once ``fn.__code__`` was replaced, [Note: A replaced __code__])."""
+        call does once the function's code object was replaced)."""
         if self._code_replaced():
             return None
         return self._snapshot.lookup(self.signature.bind(*args, **kwargs))
