@@ -4,7 +4,6 @@ call itself, and every change to them after compiling gives eager's result."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,12 +15,7 @@ from torch._dynamo.testing import CompileCounter  # noqa: E402
 import jitguard  # noqa: E402
 import jitguard.torch as jgt  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _setup(fullgraph: bool = False) -> tuple[Any, Any, CompileCounter, Any]:
