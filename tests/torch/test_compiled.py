@@ -171,3 +171,25 @@ def test_forward_code_replaced_under_hooks() -> None:
     Doubles.forward.__code__ = _times_three.__code__
     _same(cf, m, x)
     _same(cf, m, x)
+
+
+def test_replaced_class_forward_code_replaced_under_hooks() -> None:
+    """With a hook, a class ``forward`` replaced after compiling and then its own
+    ``__code__`` replaced gives eager's result at each step."""
+
+    class Doubles(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x * 2
+
+    def fives(self: Any, x: Any) -> Any:
+        return x * 5
+
+    m = Doubles()
+    m.register_forward_hook(lambda mod, inp, out: out + 1)
+    cf = jgt.compile(m, backend=CompileCounter())
+    x = torch.ones(2)
+    _same(cf, m, x)
+    Doubles.forward = fives  # type: ignore[method-assign]
+    _same(cf, m, x)
+    fives.__code__ = _times_three.__code__
+    _same(cf, m, x)

@@ -26,7 +26,8 @@ jitguard._src.torch.adapter_runtime.
 # the call goes to a second compiled wrapper (made on first need) that captures the module
 # call itself, hooks included ([Note: Compiling a module's call]); when the class's
 # ``forward`` was replaced after compiling, the new function gets a compiled wrapper of its
-# own (made once per function).
+# own (made once per function), hooks or not: each module call's cache watches the code of
+# its own ``forward``.
 #
 # A function's ``__code__`` is compared (by identity) on each call: replaced, the entries
 # (captures of the old code) are dropped and the new code is captured.
@@ -184,15 +185,17 @@ class CompiledFunction:
                 """[Note: Compiling a module]: what the fast path does not serve."""
                 if stance() == "force_eager":
                     return module(*args, **kwargs)
+                now = type(module).forward
                 if (
                     "forward" in module.__dict__ or module._forward_hooks
                     or module._forward_pre_hooks or module._backward_hooks
                     or module._backward_pre_hooks or any(hooks)
-                ):
+                ) and (now is fn or remake is None):
+                    # the module call's cache watches ``fn``'s code: a replaced class
+                    # forward goes to the wrapper made for it (below), which watches its own
                     if not whole and hooked is not None:
                         whole.append(hooked())
                     return whole[0](*args, **kwargs) if whole else module(*args, **kwargs)
-                now = type(module).forward
                 if now is fn:
                     return stanced((module, *args), kwargs)
                 other = others.get(now)
