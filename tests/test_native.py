@@ -36,7 +36,7 @@ def probe(fake_abi: object, **env: str) -> list[str]:
     out = subprocess.run([sys.executable, "-c", PROBE.format(fake_abi=fake_abi)], env=full,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    return out.stdout.splitlines() + [out.stderr]
+    return [*out.stdout.splitlines(), out.stderr]
 
 
 def test_a_stale_build_is_refused_everywhere() -> None:
