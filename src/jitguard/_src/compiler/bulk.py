@@ -2,14 +2,15 @@
 is plain Python here, which is its meaning; when the C extension is there (and
 ``JITGUARD_PURE_PYTHON=1`` is not set) the generated checks call its C version instead.
 
-May import: _speedups.
+May import: native.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
+
+from .. import native
 
 __all__ = ["dicts_lack", "dicts_lack_py"]
 
@@ -30,13 +31,9 @@ def dicts_lack_py(attrs: tuple[str, ...], *values: Any) -> bool:
 
 
 def _c_version(name: str) -> Any:
-    if os.environ.get("JITGUARD_PURE_PYTHON", "") == "1":
-        return None
-    try:
-        from .. import _speedups  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(_speedups, name, None)  # None: a build from before it was added
+    """The C version of ``name`` when the extension is in use ([Note: Loading the
+    extension])."""
+    return getattr(native.module, name, None) if native.module is not None else None
 
 
 dicts_lack: Callable[..., bool] = _c_version("dicts_lack") or dicts_lack_py
