@@ -40,6 +40,7 @@ class optional_build_ext(build_ext):
 SPEEDUPS_PARTS = [
     "src/jitguard/_src/_speedups.h",
     "src/jitguard/_src/_speedups_facts.c.h",
+    "src/jitguard/_src/_speedups_tokens.c.h",
     "src/jitguard/_src/_speedups_state.c.h",
     "src/jitguard/_src/_speedups_dispatch.c.h",
 ]

@@ -21,15 +21,19 @@ one timed statement makes one call per input and the figure is per call.
   the arguments. S5rr walks the entries in the order the cache keeps them (most recently
   used first) until one accepts: the hit entry is the least recently used one, so seven
   entries fail first; the walk is the same Python loop on both sides.
-* ``call``: the compiled call minus its graph called alone on the inputs the compiled call
-  gave it (the backend is the eager one, its graph's ``forward`` wrapped so that a warm-up
-  call records what it was given; the graph-alone variant calls the same wrapper), each
-  variant's minimum over the repetitions: everything a hit adds around the graph (a
-  positive quantity; the minimum is the estimate least moved by other processes, where a
-  median of paired differences went negative under load). It was "minus the plain call"
-  before, which is negative where the graph beats eager (S3: the graph skips
-  ``nn.Module.__call__``). The JSON also has each variant's minimum over the repetitions,
-  and ``plain_ns`` (the function called uncompiled).
+* ``call``: the compiled call (the eager backend) less the time spent inside its graph,
+  clocked within the same timed batch: the graph's ``forward`` is wrapped so that each call
+  adds the time it spends inside to a counter, and a batch's figure is its total time minus
+  that counter. The graph's intervals lie inside the batch's interval on the same clock,
+  so the figure is everything a hit adds around the graph and can never go negative,
+  whatever other processes do (it was the compiled call's minimum minus the graph-alone
+  call's minimum before: two large noisy figures, whose difference could). The two clock
+  reads around the graph count as overhead, on both sides alike.
+* ``overhead``: the same measure with a backend whose graph does nothing (it returns as
+  many Nones as the graph has outputs): the framework's whole work on a hit, never
+  negative (it was the no-op call minus a plain no-op call before). The JSON also has each
+  variant's minimum over the repetitions, ``plain_ns`` (the function called uncompiled) and
+  ``plain_noop_ns`` (a Python function that does nothing, called on the same arguments).
 
 Before timing, each scenario asserts that both checkers accept its inputs and reject a
 mutated one, and around timing that no recompile happens.
@@ -48,7 +52,8 @@ import types
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from time import perf_counter_ns
+from typing import Any, Optional
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
@@ -63,7 +68,8 @@ import jitguard  # noqa: E402
 import jitguard.torch as jgt  # noqa: E402
 
 GOALS = (
-    "goals: whole-call hit overhead (overhead_ns: a no-op graph, minus a plain no-op call) at "
+    "goals: whole-call hit overhead (overhead_ns: a no-op graph's call, less the time inside "
+    "the graph) at "
     "most 1/4 of torch.compile's on every scenario; guard check no slower than torch's on S1, "
     "S5, S5rr, S6 and within 2x on S2-S4; 0 guards delegated; cold compile within 1.2x"
 )
@@ -156,53 +162,77 @@ def scenarios() -> list[Scenario]:
 class Stmt:
     code: str
     ns: dict[str, Any]
+    # the graphs' clock: a timed batch of this statement counts its time less the time
+    # spent inside them ([the module docstring], ``call``)
+    inside: Optional[GraphClock] = None
 
     def __add__(self, other: Stmt) -> Stmt:
         clash = set(self.ns) & set(other.ns)
         if any(self.ns[k] is not other.ns[k] for k in clash):
             raise AssertionError(f"name clash in timed statements: {clash}")
-        return Stmt(f"{self.code}; {other.code}", {**self.ns, **other.ns})
+        if self.inside is not other.inside:
+            raise AssertionError("timed statements of one variant share one graph clock")
+        return Stmt(f"{self.code}; {other.code}", {**self.ns, **other.ns}, self.inside)
 
     def run(self) -> Any:
         return eval(self.code.split("; ")[-1], self.ns)
 
 
-def call_stmt(fname: str, fn: Any, args: tuple[Any, ...], tag: str) -> Stmt:
+def call_stmt(fname: str, fn: Any, args: tuple[Any, ...], tag: str,
+              inside: Optional[GraphClock] = None) -> Stmt:
     ns = {fname: fn}
     names = []
     for i, a in enumerate(args):
         ns[f"{tag}_{i}"] = a
         names.append(f"{tag}_{i}")
-    return Stmt(f"{fname}({', '.join(names)})", ns)
+    return Stmt(f"{fname}({', '.join(names)})", ns, inside)
 
 
-class GraphRecorder:
-    """The eager backend (the graph's ``forward``), wrapped so that each call records the
-    graph it ran and what it was given."""
+class GraphClock:
+    """A backend wrapper that clocks its graphs: each call adds the nanoseconds it spends
+    inside the graph to ``inside`` (``perf_counter_ns``, the clock ``timeit`` reads).
+    ``noop=True``: the graph does nothing and returns as many Nones as the graph has
+    outputs, so that a compiled call is the framework's own work only."""
 
-    def __init__(self) -> None:
-        self.last: tuple[Any, tuple[Any, ...]] | None = None
+    def __init__(self, noop: bool = False) -> None:
+        self.noop = noop
+        self.inside = 0
+        self.graphs = 0
 
     def __call__(self, gm: Any, example_inputs: Any) -> Any:
-        forward = gm.forward
-        rec = self
+        clock = self
+        self.graphs += 1
+        if self.noop:
+            (outs,) = next(n for n in gm.graph.nodes if n.op == "output").args
+            n = len(outs) if isinstance(outs, (tuple, list)) else 1
+
+            def forward(*args: Any) -> Any:
+                return [None] * n
+        else:
+            forward = gm.forward
 
         def graph(*args: Any) -> Any:
-            rec.last = (graph, args)
-            return forward(*args)
+            start = perf_counter_ns()
+            try:
+                return forward(*args)
+            finally:
+                clock.inside += perf_counter_ns() - start
 
         return graph
 
-    def graph_calls(self, compiled: Any, calls: list[tuple[Any, ...]], tag: str) -> Stmt:
-        """The graphs alone, as ``compiled`` calls them for each of ``calls``."""
-        parts = []
-        for i, args in enumerate(calls):
-            self.last = None
-            compiled(*args)
-            assert self.last is not None, "the compiled call ran no graph"
-            graph, gargs = self.last
-            parts.append(call_stmt(f"g{tag}{i}", graph, gargs, f"{tag}{i}"))
-        return _all(parts)
+
+class NetTimer(timeit.Timer):
+    """A ``timeit.Timer`` whose batches count their time less the time ``clock``'s graphs
+    spent inside them (never negative: those intervals lie inside the batch's)."""
+
+    def __init__(self, stmt: str, ns: dict[str, Any], clock: GraphClock) -> None:
+        super().__init__(stmt, globals=ns, timer=time.perf_counter)
+        self.clock = clock
+
+    def timeit(self, number: int = 1000000) -> float:
+        self.clock.inside = 0
+        total = super().timeit(number)
+        return max(0.0, total - self.clock.inside / 1e9)  # max: float rounding only
 
 
 class TorchSide:
@@ -341,8 +371,10 @@ class JitguardSide:
 def measure(
     variants: dict[str, Stmt], per: int, reps: int, target_s: float
 ) -> dict[str, list[float]]:
-    """ns per call, one sample per repetition; variants alternate within each repetition."""
-    timers = {k: timeit.Timer(v.code, globals=v.ns) for k, v in variants.items()}
+    """ns per call, one sample per repetition; variants alternate within each repetition.
+    A variant with a graph clock counts its time less the time inside its graphs."""
+    timers = {k: NetTimer(v.code, v.ns, v.inside) if v.inside is not None
+              else timeit.Timer(v.code, globals=v.ns) for k, v in variants.items()}
     return time_variants(timers, reps, target_s, per=per, order="rotate")
 
 
@@ -351,18 +383,6 @@ def _all(parts: list[Stmt]) -> Stmt:
     for p in parts[1:]:
         out = out + p
     return out
-
-
-def noop_backend(gm: Any, example_inputs: Any) -> Any:
-    """A backend whose graph does nothing (it returns as many Nones as the graph has
-    outputs): a compiled call is then the framework's own work only."""
-    (outs,) = next(n for n in gm.graph.nodes if n.op == "output").args
-    n = len(outs) if isinstance(outs, (tuple, list)) else 1
-
-    def run(*args: Any) -> Any:
-        return [None] * n
-
-    return run
 
 
 def twin(fn: Any) -> Any:
@@ -396,15 +416,16 @@ def cold_compile(sc: Scenario, reps: int) -> tuple[float, float]:
 
 def run_scenario(sc: Scenario, reps: int, target_s: float) -> dict[str, Any]:
     torch._dynamo.reset()
-    t_rec, j_rec = GraphRecorder(), GraphRecorder()
+    clocks = {k: GraphClock(noop=k.endswith("noop")) for k in
+              ("torch_call", "jg_call", "torch_noop", "jg_noop")}
     with torch._dynamo.config.patch(**sc.torch_config):
-        ts = TorchSide(sc, None, t_rec)
-        tn = TorchSide(sc, twin(sc.fn), noop_backend)
+        ts = TorchSide(sc, None, clocks["torch_call"])
+        tn = TorchSide(sc, twin(sc.fn), clocks["torch_noop"])
         for args in [*sc.warm, *sc.calls, *sc.calls]:
             ts.compiled(*args)
             tn.compiled(*args)
-    js = JitguardSide(sc, None, j_rec)
-    jn = JitguardSide(sc, twin(sc.fn), noop_backend)
+    js = JitguardSide(sc, None, clocks["jg_call"])
+    jn = JitguardSide(sc, twin(sc.fn), clocks["jg_noop"])
     for side in (ts, js):
         for i, args in enumerate(sc.calls):
             if not side.checker(args, f"c{i}").run():
@@ -416,29 +437,27 @@ def run_scenario(sc: Scenario, reps: int, target_s: float) -> dict[str, Any]:
     variants = {
         "torch_check": _all([ts.checker(a, f"t{i}") for i, a in calls]),
         "jg_check": _all([js.checker(a, f"j{i}") for i, a in calls]),
-        "torch_call": _all([call_stmt("tf", ts.compiled, a, f"t{i}") for i, a in calls]),
-        "jg_call": _all([call_stmt("jf", js.compiled, a, f"j{i}") for i, a in calls]),
         "plain": _all([call_stmt("pf", sc.fn, a, f"p{i}") for i, a in calls]),
-        "torch_graph": t_rec.graph_calls(ts.compiled, sc.calls, "t"),
-        "jg_graph": j_rec.graph_calls(js.compiled, sc.calls, "j"),
-        "torch_noop": _all([call_stmt("tn", tn.compiled, a, f"t{i}") for i, a in calls]),
-        "jg_noop": _all([call_stmt("jn", jn.compiled, a, f"j{i}") for i, a in calls]),
         "plain_noop": _all([call_stmt("pn", plain_noop, a, f"p{i}") for i, a in calls]),
     }
+    sides = {"torch_call": ("tf", ts), "jg_call": ("jf", js),
+             "torch_noop": ("tn", tn), "jg_noop": ("jn", jn)}
+    for key, (fname, side) in sides.items():
+        tag = key[0]
+        variants[key] = _all([call_stmt(fname, side.compiled, a, f"{tag}{i}", clocks[key])
+                              for i, a in calls])
+    graphs = {k: c.graphs for k, c in clocks.items()}
     samples = measure(variants, len(sc.calls), reps, target_s)
     after = (ts.n_entries(), js.n_entries())
-    if before != after:
+    if before != after or graphs != {k: c.graphs for k, c in clocks.items()}:
         raise AssertionError(f"{sc.key}: recompiled while timing: entries {before} -> {after}")
     res = {k: statistics.median(v) for k, v in samples.items()}
     mins = {k: min(v) for k, v in samples.items()}
-    # call overhead: compiled minus its graph alone, each side's minimum over the
-    # repetitions (the estimate least moved by other processes: a median of differences
-    # went negative under load)
-    torch_call = min(samples["torch_call"]) - min(samples["torch_graph"])
-    jg_call = min(samples["jg_call"]) - min(samples["jg_graph"])
-    # the framework's own work: a graph that does nothing, minus a plain no-op call
-    torch_over = res["torch_noop"] - res["plain_noop"]
-    jg_over = res["jg_noop"] - res["plain_noop"]
+    # everything a hit adds around the graph: each batch less the time inside its graphs,
+    # clocked within the batch (never negative; the module docstring)
+    torch_call, jg_call = res["torch_call"], res["jg_call"]
+    # the framework's own work: the same, with a graph that does nothing
+    torch_over, jg_over = res["torch_noop"], res["jg_noop"]
     kinds, delegated = js.kinds(sc.calls[0])
     ratio = res["jg_check"] / res["torch_check"]
     limit = 1.0 if sc.key in CHECK_EQUAL else 2.0 if sc.key in CHECK_2X else None
@@ -456,6 +475,7 @@ def run_scenario(sc: Scenario, reps: int, target_s: float) -> dict[str, Any]:
         "call_jg_ns": round(jg_call, 1),
         "call_ratio": round(jg_call / torch_call, 3) if torch_call > 0 else None,
         "plain_ns": round(res["plain"], 1),
+        "plain_noop_ns": round(res["plain_noop"], 1),
         "overhead_torch_ns": round(torch_over, 1),
         "overhead_jg_ns": round(jg_over, 1),
         "overhead_ratio": round(jg_over / torch_over, 3),

@@ -5,6 +5,7 @@ from the old code returns a stale answer if it is ever served after the swap."""
 
 from __future__ import annotations
 
+import marshal
 import threading
 import types
 from collections.abc import Callable
@@ -102,3 +103,45 @@ def test_only_plain_functions_are_watched() -> None:
     for target in (Add(), functools.partial(lambda k, x: x + k, 1)):
         f = specialize(target, automatic_dynamic=False)
         assert [f(1), f(1), f(2)] == [2, 2, 3]
+
+
+class FromCodeStored:
+    """``from_code`` with a store: an artifact is stored as its code (marshal), and loaded
+    back as a function of that code, as a JIT stores what it compiled."""
+
+    def __call__(self, request: CompileRequest) -> Callable[..., Any]:
+        return from_code(request)
+
+    def serialize(self, artifact: Any) -> bytes:
+        return marshal.dumps(artifact.__code__)
+
+    def deserialize(self, data: bytes, fn: Any) -> Any:
+        return types.FunctionType(marshal.loads(data), fn.__globals__, fn.__name__)
+
+
+def test_replaced_code_never_loads_the_old_codes_stored_entries(store_dir: Any) -> None:
+    """With a store, the cache that starts over under the new code does not load the entries
+    the old code stored (they are keyed by the code they came from)."""
+    def fn(x: int) -> int:
+        return x + 1
+
+    f = specialize(fn, compiler=FromCodeStored(), automatic_dynamic=False, global_state=False,
+                   store=store_dir)
+    assert f(1) == 2
+    fn.__code__ = times_ten.__code__
+    assert [f(1), f(1), f(2)] == [10, 10, 20]
+    fn.__code__ = plus_one.__code__
+    assert f(1) == 2  # the first code's entry is right again (loaded or compiled)
+
+
+def test_lookup_after_replaced_code_names_no_entry() -> None:
+    """``lookup`` says a call would miss once ``__code__`` is replaced (the call starts over)."""
+    def fn(x: int) -> int:
+        return x + 1
+
+    f = specialize(fn, compiler=from_code, automatic_dynamic=False)
+    f(1)
+    assert cache_of(f).lookup(1) is not None
+    fn.__code__ = times_ten.__code__
+    assert cache_of(f).lookup(1) is None
+    assert f(1) == 10 and cache_of(f).lookup(1) is not None

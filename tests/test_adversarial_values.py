@@ -119,3 +119,12 @@ def test_is_constant_is_depth_limited() -> None:
         assert is_constant(_nested(MAX_CONSTANT_DEPTH, wrap))
         assert not is_constant(_nested(MAX_CONSTANT_DEPTH + 1, wrap))
         assert not is_constant(_nested(5000, wrap))
+
+
+@pytest.mark.parametrize("index", [(BIG, []), slice(BIG, 1.5)], ids=["tuple", "slice"])
+def test_refused_index_with_a_long_int_is_a_source_error(index: Any) -> None:
+    """An index refused for its form raises SourceError naming it, not repr's ValueError."""
+    from jitguard import GetItemSource, LocalSource, SourceError
+
+    with pytest.raises(SourceError, match="0x"):
+        GetItemSource(LocalSource("x"), index)

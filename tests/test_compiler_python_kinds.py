@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from jitguard import GuardBuilder, GuardKindError, LocalSource, compile_guards
+from jitguard import (
+    AttrSource,
+    GetItemSource,
+    GuardBuilder,
+    GuardKindError,
+    LocalSource,
+    compile_guards,
+)
 
 L = LocalSource("x")
 
@@ -243,3 +250,51 @@ def test_container_equals_match() -> None:
     assert [f.reason for f in check.explain([1])] == ["L['x'] == [1, 'a'] failed: got [1]"]
     with pytest.raises(GuardKindError, match="list or set of constants"):
         check_of(GuardBuilder.CONTAINER_EQUALS_MATCH, [object()])
+
+
+class Hooked:
+    def __init__(self) -> None:
+        self._forward_hooks: dict[int, Any] = {}
+        self._backward_hooks: dict[int, Any] = {}
+
+
+def _hooks_check(objs: list[Hooked], also_type: bool = False) -> Any:
+    guards = []
+    for i in range(len(objs)):
+        for attr in ("_forward_hooks", "_backward_hooks"):
+            src = AttrSource(GetItemSource(L, i), attr)
+            guards.append(src.make_guard(GuardBuilder.EMPTY_NN_MODULE_HOOKS_DICT))
+            if also_type:
+                guards.append(src.make_guard(GuardBuilder.TYPE_MATCH))
+    return compile_guards(guards, f_locals={"x": objs}, arg_names=["x"])
+
+
+def test_empty_hooks_dicts_are_one_batched_test() -> None:
+    """[Note: Batched leaves]: every hooks dict of a check is one test in the generated code,
+    read in place; a hook on one fails the check and explain names exactly that dict."""
+    objs = [Hooked(), Hooked(), Hooked()]
+    check = _hooks_check(objs)
+    tests = [line for line in check.source.splitlines() if "EMPTY_NN_MODULE_HOOKS_DICT" in line]
+    assert len(tests) == 1 and "on 6 values" in tests[0]
+    assert len(check.leaves) == 6  # the guards are still one leaf each
+    assert agree(check, objs)
+    objs[1]._backward_hooks[7] = print
+    assert not agree(check, objs)
+    (failure,) = check.explain(objs)
+    assert failure.kind == "EMPTY_NN_MODULE_HOOKS_DICT"
+    assert failure.source_names == ("L['x'][1]._backward_hooks",)
+    assert failure.reason == "not L['x'][1]._backward_hooks failed: a hook was registered (1 entries)"
+
+
+def test_batched_hooks_dict_read_by_another_guard_is_read_once() -> None:
+    """A hooks dict another guard also reads is held in a variable (read once), not read
+    again inside the batched test."""
+    objs = [Hooked(), Hooked()]
+    check = _hooks_check(objs, also_type=True)
+    assert check.source.count("._forward_hooks  #") == 2  # one variable per dict
+    (batch,) = [ln for ln in check.source.splitlines() if "EMPTY_NN_MODULE_HOOKS_DICT" in ln]
+    assert "._forward_hooks" not in batch.split("#")[0]
+    assert agree(check, objs)
+    objs[0]._forward_hooks = {1: 2}  # type: ignore[assignment]
+    assert not agree(check, objs)
+    assert [f.source_names for f in check.explain(objs)] == [("L['x'][0]._forward_hooks",)]

@@ -21,7 +21,7 @@ SRC_DIR = PKG_DIR / "_src"
 
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "_util", "stacks", "weak", "config", "integrations", "logs", "structured",
-     "_speedups"),
+     "_speedups", "native"),
     ("ids",),
     ("guard_source",),
     ("guards", "guard_exprs"),

@@ -24,3 +24,14 @@ def restore_grad_mode() -> Iterator[None]:
         yield
     finally:
         torch.set_grad_enabled(enabled)
+
+
+@pytest.fixture
+def fresh_dynamo() -> Iterator[None]:
+    """Dynamo's caches empty before and after the test (``torch._dynamo.reset()``), as torch's
+    own TestCase does (modules that need it name it in ``pytestmark``)."""
+    import torch
+
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

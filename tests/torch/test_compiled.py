@@ -4,7 +4,6 @@ call itself, and every change to them after compiling gives eager's result."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,12 +15,7 @@ from torch._dynamo.testing import CompileCounter  # noqa: E402
 import jitguard  # noqa: E402
 import jitguard.torch as jgt  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _setup(fullgraph: bool = False) -> tuple[Any, Any, CompileCounter, Any]:
@@ -155,3 +149,47 @@ def test_hook_dynamo_cannot_trace_raises_with_fullgraph() -> None:
     m.register_forward_hook(_breaking_hook([]))
     with pytest.raises(jitguard.CaptureError, match="graph_break"):
         cf(x)
+
+
+def _times_three(self: Any, x: Any) -> Any:
+    return x * 3
+
+
+def test_forward_code_replaced_under_hooks() -> None:
+    """With a hook, replacing ``forward.__code__`` after compiling gives eager's result (the
+    module call's cache watches forward's code, [Note: A replaced __code__])."""
+
+    class Doubles(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x * 2
+
+    m = Doubles()
+    m.register_forward_hook(lambda mod, inp, out: out + 1)
+    cf = jgt.compile(m, backend=CompileCounter())
+    x = torch.ones(2)
+    _same(cf, m, x)
+    Doubles.forward.__code__ = _times_three.__code__
+    _same(cf, m, x)
+    _same(cf, m, x)
+
+
+def test_replaced_class_forward_code_replaced_under_hooks() -> None:
+    """With a hook, a class ``forward`` replaced after compiling and then its own
+    ``__code__`` replaced gives eager's result at each step."""
+
+    class Doubles(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x * 2
+
+    def fives(self: Any, x: Any) -> Any:
+        return x * 5
+
+    m = Doubles()
+    m.register_forward_hook(lambda mod, inp, out: out + 1)
+    cf = jgt.compile(m, backend=CompileCounter())
+    x = torch.ones(2)
+    _same(cf, m, x)
+    Doubles.forward = fives  # type: ignore[method-assign]
+    _same(cf, m, x)
+    fives.__code__ = _times_three.__code__
+    _same(cf, m, x)

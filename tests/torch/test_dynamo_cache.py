@@ -3,7 +3,6 @@ what an isolated wrapper takes from the shared cache, and what it must not."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,12 +14,7 @@ from torch._dynamo.testing import CompileCounter  # noqa: E402
 import jitguard  # noqa: E402
 import jitguard.torch as jgt  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def test_isolated_wrapper_uses_a_shared_entry_whose_guards_hold() -> None:

@@ -10,7 +10,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import jitguard.torch  # noqa: E402,F401  (registers the torch kinds)
-from jitguard import GlobalStateSource, GuardBuilder, LocalSource, compile_guards  # noqa: E402
+from jitguard import (  # noqa: E402
+    GetItemSource,
+    GlobalStateSource,
+    GuardBuilder,
+    LocalSource,
+    compile_guards,
+)
 
 pytestmark = pytest.mark.usefixtures("restore_grad_mode")
 
@@ -148,3 +154,57 @@ def test_default_device() -> None:
     finally:
         torch.set_default_device(None)
     assert agree(check)
+
+
+def _markings_check(tensors: list[Any]) -> Any:
+    guards = [GetItemSource(L, i).make_guard(GuardBuilder.DIMENSION_DYNAMIC_MARKING)
+              for i in range(len(tensors))]
+    return compile_guards(guards, f_locals={"x": tensors}, arg_names=["x"])
+
+
+def test_dimension_markings_are_one_batched_test() -> None:
+    """[Note: Batched leaves]: the markings of every tensor are one test; a marking that
+    the entry allows still passes (the full test runs), a new one fails and explain names
+    exactly that tensor."""
+    allowed = torch.ones(3, 4)
+    torch._dynamo.mark_dynamic(allowed, 0)
+    ts = [torch.ones(3), allowed, torch.ones(2)]
+    check = _markings_check(ts)
+    tests = [ln for ln in check.source.splitlines() if "DIMENSION_DYNAMIC_MARKING" in ln]
+    assert len(tests) == 1 and "on 3 values" in tests[0]
+    assert len(check.leaves) == 3
+    again = torch.ones(3, 4)
+    torch._dynamo.mark_dynamic(again, 0)
+    assert agree(check, [torch.ones(3), again, torch.ones(2)])
+    assert agree(check, [torch.ones(3), torch.ones(3, 4), torch.ones(2)])
+    late = torch.ones(2)
+    torch._dynamo.mark_static(late, 0)
+    bad = [torch.ones(3), again, late]
+    assert not agree(check, bad)
+    (failure,) = check.explain(bad)
+    assert failure.source_names == ("L['x'][2]",)
+    assert failure.reason.startswith("hasattr(L['x'][2], '_dynamo_static_indices') == False failed")
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_dicts_lack(impl: str) -> None:
+    """The batched markings' common case, in C and in Python alike: no instance dict holds
+    any of the names (an unrelated attribute is fine); one that does, or a value with no
+    instance dict, is False."""
+    from jitguard._src.compiler import bulk
+
+    if impl == "c":
+        fn = pytest.importorskip("jitguard._src._speedups").dicts_lack
+    else:
+        fn = bulk.dicts_lack_py
+    names = ("_dynamo_dynamic_indices", "_dynamo_static_indices")
+    plain, noted, marked = torch.ones(2), torch.ones(2), torch.ones(2, 2)
+    noted.note = 1
+    torch._dynamo.mark_dynamic(marked, 1)
+    param = torch.nn.Parameter(torch.ones(2))
+    assert fn(names) and fn(names, plain, noted, param)
+    assert not fn(names, plain, marked)
+    assert not fn(names, plain, 3)  # an int has no instance dict
+    if impl == "c":
+        with pytest.raises(TypeError):
+            fn(["_dynamo_dynamic_indices"], plain)  # the names must be a tuple

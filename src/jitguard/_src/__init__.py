@@ -2,7 +2,8 @@
 
 # [Note: Layering]
 # Modules import one way, lowest first:
-#   errors, _util, stacks, weak, config, integrations, logs, structured, _speedups  <-  ids
+#   errors, _util, stacks, weak, config, integrations, logs, structured, _speedups, native
+#   <-  ids
 #   <-  guard_source  <-  guards, guard_exprs  <-  root_sources  <-  sources, more_sources
 #   <-  global_state  <-  checkpoints  <-  contexts  <-  compiler  <-  store  <-  cache
 #   <-  torch
@@ -18,6 +19,7 @@
 # torch's logging ([Note: jitguard in torch's logging]). ``torch`` is the only package
 # that imports torch. ``store`` (the persistent store) knows guard-set documents and
 # bytes, never a cache entry; ``cache.persist`` joins the two. ``_speedups`` is the
-# optional C extension (imports nothing of jitguard; ``cache.fast`` loads it).
+# optional C extension (imports nothing of jitguard; ``native`` loads it, for ``cache.fast``
+# and ``compiler.bulk``).
 # tests/test_layering.py enforces this.
 """

@@ -27,6 +27,50 @@
 #include "_speedups_state.c.h"
 #include "_speedups_dispatch.c.h"
 
+/* ---- helpers of generated checks ([Note: Batched leaves], compiler/bulk.py) ----------- */
+
+/* dicts_lack(attrs, *values): True when no value's instance dict holds a key of ``attrs``
+ * (a tuple of str); False for a value with no instance dict. bulk.dicts_lack is its
+ * meaning, in Python. */
+static PyObject *
+py_dicts_lack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || !PyTuple_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "dicts_lack(attrs: tuple, *values)");
+        return NULL;
+    }
+    PyObject *attrs = args[0];
+    Py_ssize_t nattrs = PyTuple_GET_SIZE(attrs);
+    for (Py_ssize_t i = 1; i < nargs; i++) {
+        PyObject *d = PyObject_GenericGetDict(args[i], NULL);
+        if (d == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                return NULL;
+            }
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+        if (!PyDict_Check(d)) {
+            Py_DECREF(d);
+            Py_RETURN_FALSE;
+        }
+        if (PyDict_GET_SIZE(d) != 0) {
+            for (Py_ssize_t j = 0; j < nattrs; j++) {
+                int has = PyDict_Contains(d, PyTuple_GET_ITEM(attrs, j));
+                if (has != 0) {
+                    Py_DECREF(d);
+                    if (has < 0) {
+                        return NULL;
+                    }
+                    Py_RETURN_FALSE;
+                }
+            }
+        }
+        Py_DECREF(d);
+    }
+    Py_RETURN_TRUE;
+}
+
 /* ---- the module ---------------------------------------------------------------------- */
 
 static PyMethodDef module_methods[] = {
@@ -46,6 +90,8 @@ static PyMethodDef module_methods[] = {
      "int_class(x, divisors=(16,)) as the C path computes it (LookupError: forwarded)."},
     {"data_ptr_aligned", py_data_ptr_aligned, METH_VARARGS,
      "data_ptr_aligned(x, align=16) as the C path computes it (LookupError: forwarded)."},
+    {"dicts_lack", (PyCFunction)(void (*)(void))py_dicts_lack, METH_FASTCALL,
+     "dicts_lack(attrs, *values): no value's instance dict holds a key of attrs."},
     {NULL},
 };
 

@@ -14,8 +14,8 @@
 #endif
 
 #define MAX_PARTS 64
-/* What cache/fast.py expects (ABI there): a stale build of another version is not used. */
-#define SPEEDUPS_ABI 7
+/* What native.py expects (ABI there): a stale build of another version is not used. */
+#define SPEEDUPS_ABI 8
 
 /* ---- the codes of a State ---------------------------------------------------------- */
 

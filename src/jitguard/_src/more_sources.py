@@ -78,7 +78,11 @@ class DictGetItemSource(Chained):
         getitem = bind(dict.__getitem__, "dict_getitem")
         if isinstance(self.index, ConstDictKeySource):
             return f"{getitem}({base}, {self.index.emit(base, bind)})"
-        return f"{getitem}({base}, {bind(self.index, 'key')})"
+        key = bind(self.index, 'key')
+        # an exact dict's subscript is dict.__getitem__ itself, without a call (a subclass's
+        # own __getitem__ or __missing__ is still bypassed)
+        return (f"({base}[{key}] if {bind(type, 'type')}({base}) is {bind(dict, 'dict')} "
+                f"else {getitem}({base}, {key}))")
 
 
 @source_dataclass

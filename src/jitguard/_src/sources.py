@@ -144,7 +144,7 @@ def _check_literal_key(key: Any, what: str) -> None:
     """Keys are shown with ``repr``; allow only values whose repr is a Python literal."""
     if not has_literal_form(key):
         raise SourceError(
-            f"{what} {key!r} (a {type(key).__name__}) has no literal form, so no source name "
+            f"{what} {constant_repr(key)} (a {type(key).__name__}) has no literal form, so no source name "
             f"can show it; use an int, str, bytes, bool, None, finite float or complex, or a "
             f"tuple of these (for a dict key by position use ConstDictKeySource)"
         )
@@ -259,10 +259,12 @@ class GetItemSource(Chained):
             object.__setattr__(self, "index_is_slice", True)
         if self.index_is_slice:
             if not (isinstance(self.index, tuple) and len(self.index) == 3):
-                raise SourceError(f"a slice index must be (start, stop, step), got {self.index!r}")
+                raise SourceError(
+                    f"a slice index must be (start, stop, step), got {constant_repr(self.index)}")
             for part in self.index:
                 if part is not None and type(part) is not int:
-                    raise SourceError(f"slice bounds must be ints or None, got {self.index!r}")
+                    raise SourceError(
+                        f"slice bounds must be ints or None, got {constant_repr(self.index)}")
         else:
             _check_literal_key(self.index, "GetItemSource index")
 

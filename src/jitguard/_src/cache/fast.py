@@ -1,7 +1,7 @@
 """The optional C hot path of the dispatcher (``jitguard._src._speedups``): loading it, and
 compiling a key layout into the codes its ``State`` reads.
 
-May import: _util, _speedups, compiler.kinds, compiler.array_facts, compiler.array_kinds,
+May import: _util, native, compiler.kinds, compiler.array_facts, compiler.array_kinds,
 compiler.builtin_kinds, cache.facts, cache.entry, cache.signature.
 
 # [Note: The C hot path]
@@ -58,11 +58,10 @@ compiler.builtin_kinds, cache.facts, cache.entry, cache.signature.
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Callable
 from typing import Any, Optional
 
+from .. import native
 from .._util import SCALAR_TYPES
 from ..compiler import array_facts
 from ..compiler.array_kinds import ARRAY_FACTS
@@ -81,27 +80,11 @@ from .signature import DEFAULT, Signature
 
 __all__ = ["ENV_VAR", "available", "install", "set_enabled", "speedups_enabled", "state_for", "why_not", "wrap"]
 
-ENV_VAR = "JITGUARD_PURE_PYTHON"
-ABI = 7  # the extension's ABI constant this module reads (a stale build is not used)
-log = logging.getLogger("jitguard.dispatch")
+ENV_VAR = native.ENV_VAR
+ABI = native.ABI  # the extension's ABI constant ([Note: Loading the extension])
 
-_speedups: Any = None
-_why_not: Optional[str] = None
-if os.environ.get(ENV_VAR, "") == "1":
-    _why_not = f"{ENV_VAR}=1"
-else:
-    try:
-        from .. import _speedups  # type: ignore[attr-defined,no-redef]
-    except ImportError as e:
-        _why_not = f"the extension jitguard._src._speedups is not built or not importable ({e})"
-    else:
-        if getattr(_speedups, "ABI", None) != ABI:
-            _why_not = (f"the extension jitguard._src._speedups is a stale build (ABI "
-                        f"{getattr(_speedups, 'ABI', None)}, expected {ABI}): rebuild it with "
-                        f"`python setup.py build_ext --inplace`")
-            _speedups = None
-    if _why_not is not None:
-        log.warning("jitguard: %s; the specializing cache runs in pure Python", _why_not)
+_speedups: Any = native.module
+_why_not: Optional[str] = native.why_not
 if _speedups is not None:
     _speedups.set_slot_type(Slot)
 

@@ -42,6 +42,7 @@ May import: errors, guards, compiler.*, store.*, cache.entry.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import logging
 import threading
@@ -100,9 +101,23 @@ class Loaded(NamedTuple):
     dynamic: frozenset[Source]
 
 
-def open_persistence(fn: Any, compiler: Any, spec: Any, where: str) -> Optional[Persistence]:
+def _identity(fn: Any, watched: Any) -> Optional[dict[str, str]]:
+    """``fn``'s store identity; with ``watched``, another function whose code the entries
+    come from ([Note: A replaced __code__]), that function's code, defaults and closure too."""
+    identity = function_identity(fn)
+    if identity is None or watched is None or watched is fn:
+        return identity
+    other = function_identity(watched)
+    assert other is not None  # a watched function is a plain Python function
+    both = hashlib.sha256(f"{identity['code']}:{other['code']}".encode()).hexdigest()
+    return {"name": identity["name"], "code": both}
+
+
+def open_persistence(fn: Any, compiler: Any, spec: Any, where: str,
+                     watched: Any = None) -> Optional[Persistence]:
     """The persistence of a function, or None (no store, or one that cannot be used; said
-    once, see [Note: Persistent entries] 1)."""
+    once, see [Note: Persistent entries] 1). ``watched``: the function whose code the
+    entries come from, when it is not ``fn`` itself."""
     store, explicit = resolve_store(spec)
     if store is None:
         return None
@@ -112,7 +127,7 @@ def open_persistence(fn: Any, compiler: Any, spec: Any, where: str) -> Optional[
         name = getattr(compiler, "__qualname__", type(compiler).__qualname__)
         why = (f"its compiler {name} has no serialize(artifact) -> bytes and "
                f"deserialize(data, fn) -> artifact")
-    identity = function_identity(fn)
+    identity = _identity(fn, watched)
     if why is None and identity is None:
         why = "it is not a Python function (no code object to identify it by)"
     if why is not None:
@@ -123,7 +138,9 @@ def open_persistence(fn: Any, compiler: Any, spec: Any, where: str) -> Optional[
             store_log.info("%s", message)
         return None
     assert identity is not None
-    return Persistence(fn, compiler, store, identity, where)
+    persistence = Persistence(fn, compiler, store, identity, where)
+    persistence.watched = watched
+    return persistence
 
 
 def load_stored(cache: Any, values: tuple[Any, ...]) -> Optional[CacheEntry]:
@@ -158,6 +175,7 @@ class Persistence:
         self.compiler = compiler
         self.store = store
         self.identity = identity
+        self.watched: Any = None  # the function whose code the entries come from, if not fn
         self.where = where
         self.params: tuple[str, ...] = ()
         self._key: Optional[str] = None
@@ -191,6 +209,14 @@ class Persistence:
     def pending(self) -> bool:
         """Whether a tier is still to be read."""
         return bool(self._pending)
+
+    def rekey(self) -> None:
+        """``fn.__code__`` was replaced ([Note: A replaced __code__]): the function's
+        identity, and so its store key, are the new code's; the old code's entries stay
+        under the old key, never loaded for the new code."""
+        identity = _identity(self.fn, self.watched)
+        assert identity is not None  # a watched function is a plain Python function
+        self.identity, self._key = identity, None
 
     def reset(self) -> None:
         """After ``FunctionCache.clear()``: read the tiers again on the next miss."""

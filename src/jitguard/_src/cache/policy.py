@@ -59,7 +59,7 @@ from typing import Any, Optional
 
 from .._util import SCALAR_TYPES, is_scalar_type
 from ..compiler.builder import GuardBuilder
-from ..compiler.constants import is_dtype
+from ..compiler.constants import MAX_CONSTANT_DEPTH, is_dtype
 from ..errors import SourceError
 from ..guards import Guard, Source
 from ..sources import AttrSource, GetItemSource, LocalSource, has_literal_form
@@ -393,13 +393,11 @@ def identity_rule(ctx: ArgContext, source: Source, value: Any) -> None:
 
 def _constant(value: Any, depth: int = 0) -> bool:
     """A scalar or a frozenset of constants, by exact type identity; nested deeper than
-    ``_CONSTANT_DEPTH``, not a constant (guarded as an object, never a RecursionError)."""
+    ``MAX_CONSTANT_DEPTH`` (EQUALS_MATCH's own limit), not a constant (guarded as an object,
+    never a RecursionError)."""
     if type(value) is frozenset:
-        return depth < _CONSTANT_DEPTH and all(_constant(v, depth + 1) for v in value)
+        return depth < MAX_CONSTANT_DEPTH and all(_constant(v, depth + 1) for v in value)
     return is_scalar_type(type(value))
-
-
-_CONSTANT_DEPTH = 32
 
 
 def frozenset_rule(ctx: ArgContext, source: Source, value: Any) -> None:

@@ -167,7 +167,7 @@ class FunctionCache(Generic[_P, _R]):
         self._lru = Lru() if maxsize is not None else None
         self._reset_state()
         # [Note: A replaced __code__]: a plain Python function's code is watched.
-        self._watched = fn if type(fn) is types.FunctionType else None
+        self._watched = self._watch_target(fn)
         self._code = fn.__code__ if self._watched is not None else None
         self.dispatcher = Dispatcher(
             self.signature, getattr(fn, "__name__", ""), self._miss,
@@ -175,7 +175,7 @@ class FunctionCache(Generic[_P, _R]):
         )
         # [Note: Persistent entries]: None unless a store is on and the compiler can use it.
         self._persist: Optional[Persistence] = open_persistence(fn, self.compiler, store,
-                                                                 self.where)
+                                                                 self.where, self._watched)
         if self._persist is not None:
             self._persist.params = self.signature.params
         self._snapshot: Snapshot = build_snapshot((), self.dispatcher.keycode(Layout((), (), False)))
@@ -222,10 +222,18 @@ class FunctionCache(Generic[_P, _R]):
     # an ``is`` in the generated dispatcher, a pointer compare in the C hot path, which
     # forwards the call when they differ) and goes to the miss path when it was replaced.
     # There the cache starts over as ``clear()`` does (entries, counts, records), under the
-    # new code, and the call compiles; so the entries in use always come from the code
-    # ``fn`` has now (as torch.compile's cache lives on the code object). The specialized
-    # function keeps the signature it was made with. Only a plain Python function is
-    # watched (not a ``functools.partial`` or a callable object).
+    # new code, with the new code's store key (the old code's stored entries stay under the
+    # old key, never loaded for the new code), and the call compiles; so the entries in use
+    # always come from the code ``fn`` has now (as torch.compile's cache lives on the code
+    # object). The specialized function keeps the signature it was made with. Only a plain
+    # Python function is watched (not a ``functools.partial`` or a callable object); a
+    # subclass may watch another function (a torch module call's cache watches ``forward``),
+    # whose code is then part of the store key too.
+    def _watch_target(self, fn: Any) -> Optional[types.FunctionType]:
+        """The function whose ``__code__`` the entries come from: ``fn`` when it is a plain
+        Python function (a subclass may name another)."""
+        return fn if type(fn) is types.FunctionType else None
+
     def _code_replaced(self) -> bool:
         """Whether ``fn.__code__`` is not the code the entries were compiled from."""
         return self._watched is not None and self._watched.__code__ is not self._code
@@ -237,11 +245,12 @@ class FunctionCache(Generic[_P, _R]):
                 return
             assert self._watched is not None
             code = self._watched.__code__
+            if self._persist is not None:
+                self._persist.rekey()  # the old code's stored entries are not this code's
             self.clear()
             self._code = code
             self.dispatcher.watch_code(code)
-            log.info("%s: its __code__ was replaced: the cache starts over",
-                               self.where)
+            log.info("%s: its __code__ was replaced: the cache starts over", self.where)
 
     def _miss(self, *values: Any) -> Any:
         if self._code_replaced():
@@ -386,7 +395,10 @@ class FunctionCache(Generic[_P, _R]):
         return [e.compile_id for e in self.entries()]
 
     def lookup(self, *args: Any, **kwargs: Any) -> Optional[CacheEntry]:
-        """The entry a call with these arguments would use (None: it would miss)."""
+        """The entry a call with these arguments would use (None: it would miss, as every
+        call does once the function's code object was replaced)."""
+        if self._code_replaced():
+            return None
         return self._snapshot.lookup(self.signature.bind(*args, **kwargs))
 
     @property

@@ -117,8 +117,7 @@ def generate_chunked(
         body = Body(k, Namespace(on_weak, share=False), values, arg_names, f_globals, chunks)
         body.first_leaf, body.last_leaf = start, stop - 1
         chunks.append(body)
-        for i in range(start, stop):
-            body.add(leaves[i])
+        body.add_all(leaves[start:stop])
 
     # The check function keeps every value a chunk needs from outside in one list ``s``:
     # the check's parameters, then what each chunk returns, in order. A chunk's arguments

@@ -7,9 +7,11 @@ compiler.codecache.
 # [Note: Generated check functions]
 # The generated function returns True iff every leaf holds:
 #   * each source is read once, into a variable, just before the first check that needs it;
-#     a chain shares its prefix (``L['m'].layer`` is read once for everything under it);
+#     a chain shares its prefix (``L['m'].layer`` is read once for everything under it); a
+#     source only one leaf of a batch reads is read in place (see [Note: Batched leaves]);
 #   * checks run shallow before deep (a value's type before what is read through it), cheap
-#     before costly within a depth, relational and ambient checks last;
+#     before costly within a depth, relational and ambient checks last; the leaves of a
+#     batching kind are one test, where the last of them stands ([Note: Batched leaves]);
 #   * every constant is a name in the function's own globals (``___key_3``), never text in
 #     the source, so no key, attribute name or value can change the code (the one name from
 #     a source that appears as code is a plain ASCII identifier: ``v.attr``, or a positional
@@ -88,8 +90,7 @@ def generate(
     code_def = f"def {writer.CODE_NAME}({signature}):"
     shown_def = f"def {fname}({signature}):"
     body = writer.Body(0, writer.Namespace(on_weak), values, arg_names, f_globals, None)
-    for leaf in leaves:
-        body.add(leaf)
+    body.add_all(leaves)
     ns = body.ns.ns
     fn, text = writer.write_function(
         code_def, shown_def, body.code, body.comments, writer.RETURN_TRUE, ns, filename, fname

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Optional, Union
 
 from ..errors import GuardKindError
@@ -156,6 +156,10 @@ class GuardKind:
     reads_value: ClassVar[bool] = True
     on_base: ClassVar[bool] = False
     relational: ClassVar[bool] = False
+    # [Note: Batched leaves]: True when ``emit_batch`` is implemented.
+    batches: ClassVar[bool] = False
+    # ... and when ``emit_batch`` uses each value once (it may then be read in place).
+    batch_reads_once: ClassVar[bool] = False
     # See [Note: Kinds own their cache data].
     specificity: ClassVar[int] = 1
     dispatch_facts: ClassVar[tuple[DispatchFact, ...]] = ()
@@ -175,6 +179,12 @@ class GuardKind:
 
     def emit(self, var: Any, params: Any, ctx: EmitContext) -> str:
         raise NotImplementedError
+
+    def emit_batch(self, vars: Sequence[str], params: Sequence[Any], ctx: EmitContext) -> str:
+        """One expression over several leaves of this kind (``vars[i]`` holds the value of
+        the leaf with ``params[i]``), true iff every one of them holds; used when ``batches``
+        is True ([Note: Batched leaves])."""
+        return " and ".join(f"({self.emit(v, p, ctx)})" for v, p in zip(vars, params, strict=True))
 
     def code(self, name: Any, params: Any) -> str:
         raise NotImplementedError

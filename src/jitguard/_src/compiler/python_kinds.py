@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple, Optional
 
 from ..errors import GuardKindError
@@ -284,6 +284,8 @@ class EmptyHooksDict(GuardKind):
 
     name = "EMPTY_NN_MODULE_HOOKS_DICT"
     cost = 1
+    batches = True
+    batch_reads_once = True
 
     def expect(self, value: Any, guard: Any, **options: Any) -> None:
         super().expect(value, guard, **options)
@@ -298,6 +300,10 @@ class EmptyHooksDict(GuardKind):
 
     def emit(self, var: str, params: None, ctx: EmitContext) -> str:
         return f"not {var}"
+
+    def emit_batch(self, vars: Sequence[str], params: Sequence[None], ctx: EmitContext) -> str:
+        # [Note: Batched leaves]: one truth test chain, no jump per dict
+        return f"not ({' or '.join(vars)})"
 
     def code(self, name: str, params: None) -> str:
         return f"not {name}"

@@ -6,6 +6,17 @@ May import: _util, errors, guards, sources, compiler.kinds, compiler.builder, co
 compiler.codecache.
 
 See [Note: Generated check functions] in ``codegen``.
+
+# [Note: Batched leaves]
+# A kind whose guards come by the dozen on one check (Dynamo guards every hooks dict of
+# every module a graph calls, and the dimension markings of every tensor) can say
+# ``batches = True`` and write ``emit_batch``: one expression over all its leaves of the
+# function (or chunk), true iff each holds, placed where the last of them stands. Moving a
+# test later is sound (every test still runs before the function returns True) and every
+# read stays behind the tests that came before it in check order. The leaves themselves are
+# unchanged: ``CheckFunction.leaves``, ``explain`` and the recompile reasons go through the
+# reference evaluator leaf by leaf, so a failure still names the one guard that failed, its
+# source and its text.
 """
 
 from __future__ import annotations
@@ -187,6 +198,7 @@ class Body:
         self.first_leaf = self.last_leaf = 0
         self._tmp = itertools.count()
         self._const = ns.const
+        self._uses: dict[Source, int] = {}  # (add_all) how many leaves read each source
 
     def outer(self, value: int, shown: str) -> str:
         """The name, in this function, of a value held outside it: alone, the check's own
@@ -243,6 +255,53 @@ class Body:
         if self.f_globals is None:
             raise GuardCompileError(f"{source.name()} reads a global but no f_globals was given")
         return f"{ns.const(self.f_globals, 'G')}[{ns.const(key, 'global')}]"
+
+    def add_all(self, leaves: Sequence[Leaf]) -> None:
+        """Add ``leaves`` in order, the leaves of a batching kind as one test where the
+        last of them stands ([Note: Batched leaves])."""
+        groups: dict[int, list[Leaf]] = {}
+        for leaf in leaves:
+            kind = leaf.kind
+            if kind.batches and not kind.relational and len(leaf.sources) == 1:
+                groups.setdefault(id(kind), []).append(leaf)
+        last = {id(g[-1]): g for g in groups.values() if len(g) > 1}
+        members = {id(leaf) for g in last.values() for leaf in g}
+        # how many leaves read each source, itself or below it: a batch member's source
+        # that only its own leaf reads is read inside the batch's expression
+        self._uses = {}
+        for leaf in leaves:
+            for source in leaf.sources:
+                for s in source.chain():
+                    self._uses[s] = self._uses.get(s, 0) + 1
+        for leaf in leaves:
+            if id(leaf) not in members:
+                self.add(leaf)
+            elif id(leaf) in last:
+                self.add_batch(last[id(leaf)])
+
+    def add_batch(self, group: Sequence[Leaf]) -> None:
+        """One test for several leaves of one batching kind ([Note: Batched leaves])."""
+        kind = group[0].kind
+        names = [self._read_once(leaf.sources[0]) if kind.batch_reads_once
+                 else self.read(leaf.sources[0]) for leaf in group]
+        expr = kind.emit_batch(names, [leaf.params for leaf in group], self.ns)
+        self.code += (f"        if not ({expr}):", "            return False")
+        shown = ", ".join(leaf.sources[0].name() for leaf in group)
+        self.comments += (f"{kind.name} on {len(group)} values: {shown}", "")
+
+    def _read_once(self, source: Source) -> str:
+        """``source``'s value for a test that uses it once: the read itself, in
+        parentheses, when no other leaf of this function reads it or anything under it and
+        it is not held yet; else its variable."""
+        if (
+            isinstance(source, ChainedSource) and source not in self.values.where
+            and self._uses.get(source, 0) == 1
+        ):
+            base = self.read(source.base)
+            expr = source.emit(base, self._const)
+            if expr != base:
+                return f"({expr})"
+        return self.read(source)
 
     def add(self, leaf: Leaf) -> None:
         kind, sources = leaf.kind, leaf.sources

@@ -44,7 +44,9 @@ torch's internals are reached), torch's public API.
 # code (its closure where read), the instance ``forward``, the global hook dicts, plus
 # jitguard's always-checked empty hook dicts. A hook added, removed or replaced after
 # compiling fails one of them, so the call recompiles; with every hook gone the call is back
-# on ``forward``'s entries. Where Dynamo cannot capture the call (a backward hook it does
+# on ``forward``'s entries. Dynamo puts no guard on the inlined ``forward``'s ``__code__``,
+# so the caller's cache watches ``forward`` ([Note: A replaced __code__]; its store key
+# covers ``forward``'s code too). Where Dynamo cannot capture the call (a backward hook it does
 # not trace), the entry runs ``m(...)`` eagerly ([Note: Capture failures]), or, with
 # ``fullgraph=True``, the call raises ``CaptureError``, as ``torch.compile`` does.
 #
@@ -185,11 +187,12 @@ def compile(
         os.fspath(store) if isinstance(store, os.PathLike) else id(store))
     key = (backend_key, fullgraph, dynamic, bool(verify), recompile_limit, store_key)
 
-    def cache_for(target: types.FunctionType, where: str) -> DynamoCache:
+    def cache_for(target: types.FunctionType, where: str,
+                  watch: Optional[types.FunctionType] = None) -> DynamoCache:
         def make() -> DynamoCache:
             compiler = TorchCompiler(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
                                      verify=bool(verify), where=where)
-            cache = DynamoCache(target, compiler, recompile_limit, store)
+            cache = DynamoCache(target, compiler, recompile_limit, store, watch=watch)
             cache.where = where
             cache._job.where = where
             return cache
@@ -212,7 +215,8 @@ def compile(
         caller = _caller_of(fn)
         where = (f"{type(module).__qualname__}.__call__ (hooks or an instance forward) at "
                  f"{code.co_filename}:{code.co_firstlineno}")
-        return CompiledFunction.make(module, caller, module, cache_for(caller, where),
+        # forward's code is watched: Dynamo inlines it without a guard on its __code__
+        return CompiledFunction.make(module, caller, module, cache_for(caller, where, fn),
                                      no_recompiles, plain=True)
 
     return CompiledFunction.make(module, fn, first, cache, no_recompiles, remake, hooked)

@@ -26,8 +26,9 @@ jitguard._src.torch.adapter_runtime.
 # the call goes to a second compiled wrapper (made on first need) that captures the module
 # call itself, hooks included ([Note: Compiling a module's call]); when the class's
 # ``forward`` was replaced after compiling, the new function gets a compiled wrapper of its
-# own (made once per function). A class ``__call__`` other than ``nn.Module``'s (defined by
-# the module's class or a base, or set after compiling) also takes the module-call path:
+# own (made once per function), hooks or not: each module call's cache watches the code of
+# its own ``forward``. A class ``__call__`` other than ``nn.Module``'s (defined by the
+# module's class or a base, or set after compiling) also takes the module-call path:
 # ``m(...)`` runs it, and ``forward`` alone would skip it.
 #
 # A function's ``__code__`` is compared (by identity) on each call: replaced, the entries
@@ -188,16 +189,18 @@ class CompiledFunction:
                 """[Note: Compiling a module]: what the fast path does not serve."""
                 if stance() == "force_eager":
                     return module(*args, **kwargs)
+                now = type(module).forward
                 if (
                     type(module).__call__ is not plain_call
                     or "forward" in module.__dict__ or module._forward_hooks
                     or module._forward_pre_hooks or module._backward_hooks
                     or module._backward_pre_hooks or any(hooks)
-                ):
+                ) and (now is fn or remake is None):
+                    # the module call's cache watches ``fn``'s code: a replaced class
+                    # forward goes to the wrapper made for it (below), which watches its own
                     if not whole and hooked is not None:
                         whole.append(hooked())
                     return whole[0](*args, **kwargs) if whole else module(*args, **kwargs)
-                now = type(module).forward
                 if now is fn:
                     return stanced((module, *args), kwargs)
                 other = others.get(now)

@@ -338,7 +338,10 @@ class DynamoCache(FunctionCache):
     isolated = False
 
     def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int],
-                 store: StoreLike = None) -> None:
+                 store: StoreLike = None, *, watch: Optional[types.FunctionType] = None) -> None:
+        # [Note: A replaced __code__]: the function whose code the entries come from, when
+        # it is not ``fn`` (a module call's caller inlines ``forward``)
+        self._watch = watch
         self._fixed_limit = limit
         self._torch_compiler = compiler
         compiler.fn = fn
@@ -380,6 +383,9 @@ class DynamoCache(FunctionCache):
     @on_limit.setter
     def on_limit(self, value: str) -> None:
         pass
+
+    def _watch_target(self, fn: Any) -> Optional[types.FunctionType]:
+        return self._watch if self._watch is not None else super()._watch_target(fn)
 
     # ---- [Note: Shared entries] ----------------------------------------------------------
     def _limit_reached(self) -> Optional[str]:

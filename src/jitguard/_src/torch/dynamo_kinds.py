@@ -4,7 +4,7 @@ dispatch key set, and the ambient states Dynamo checks on their own (forward-AD 
 functorch stack, saved-tensors hooks, default device). ``install()`` registers them.
 
 May import: jitguard._src.errors, jitguard._src.compiler.kinds, jitguard._src.compiler.values,
-jitguard._src.torch.adapter_sources, torch.
+jitguard._src.compiler.bulk, jitguard._src.torch.adapter_sources, torch.
 
 Each kind's ``code`` is the Python code part Dynamo installs for the same guard, and its
 reason restates that code, then what was found.
@@ -12,11 +12,12 @@ reason restates that code, then what was found.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple, Optional
 
 import torch
 
+from ..compiler import bulk
 from ..compiler.kinds import EmitContext, GuardKind
 from ..compiler.values import show
 from ..errors import GuardKindError
@@ -72,6 +73,10 @@ def _marks_hold(value: Any, spec: MarkingSpec) -> bool:
     return True
 
 
+def _all_marks_hold(specs: tuple[MarkingSpec, ...], *values: Any) -> bool:
+    return all(_marks_hold(v, spec) for v, spec in zip(values, specs, strict=True))
+
+
 class DimensionMarking(GuardKind):
     """The tensor's dimension markings (``mark_dynamic``, ``maybe_mark_dynamic``,
     ``mark_unbacked``, ``mark_static``) allow the entry: a marking attribute absent at
@@ -86,6 +91,7 @@ class DimensionMarking(GuardKind):
     tensor type is not looked for.)"""
 
     name = "DIMENSION_DYNAMIC_MARKING"
+    batches = True
     cost = 7  # after TENSOR_MATCH (6) on the same source: the value is then a tensor
 
     def expect(self, value: Any, guard: Any, **options: Any) -> MarkingSpec:
@@ -114,6 +120,15 @@ class DimensionMarking(GuardKind):
         # an empty instance dict (the usual tensor and parameter) is tested first: no call
         return (f"(not {var}.__dict__ or "
                 f"{ctx.const(_MARKS, 'marking_attrs')}.isdisjoint({var}.__dict__) or {full})")
+
+    def emit_batch(self, vars: Sequence[str], params: Sequence[MarkingSpec],
+                   ctx: EmitContext) -> str:
+        # [Note: Batched leaves]: one call over every tensor (C when built) for the common
+        # case, no marking attribute in any instance dict; else the full test of each
+        values = ", ".join(vars)
+        fast = f"{ctx.const(bulk.dicts_lack, 'dicts_lack')}({ctx.const(MARKING_ATTRS, 'marking_attrs')}, {values})"
+        full = f"{ctx.const(_all_marks_hold, 'marks_all')}({ctx.const(tuple(params), 'marks')}, {values})"
+        return f"({fast} or {full})"
 
     def code(self, name: str, params: MarkingSpec) -> str:
         parts = []
