@@ -316,3 +316,25 @@ def test_read_past_modes_and_mode_stack_len() -> None:
         assert Counting.calls == 0
         x.size()
         assert Counting.calls == 1
+
+
+def test_read_attr_past_modes() -> None:
+    """read_attr_past_modes reads a view's _base unseen by an active mode."""
+    from torch.overrides import TorchFunctionMode
+
+    class Counting(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            Counting.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    base = torch.ones(4, 3)
+    view = base[1:]
+    assert "_base" in adapter_runtime.ATTRS_PAST_MODES
+    with Counting():
+        assert adapter_runtime.read_attr_past_modes(view, "_base") is base
+        assert Counting.calls == 0
+        _ = view._base
+        assert Counting.calls == 1

@@ -298,3 +298,23 @@ def test_counting_mode_first_call_dynamic() -> None:
         expect = f(torch.ones(3))
     same(got, expect)
     assert seen.n == want.n
+
+
+def test_counting_mode_on_dynamic_views_counts_like_eager() -> None:
+    """Dynamic entries of views (shape guards on ``x._base``) under a counting mode compile
+    and count as eager: the guards' ``_base`` reads are not calls of the mode."""
+
+    def f(x: Any) -> Any:
+        return x * 2
+
+    cf = jgt.compile(f, dynamic=True)
+    cf(torch.ones(6, 3)[1:])
+    cf(torch.ones(7, 3)[1:])
+    for n in (8, 9, 9):
+        base = torch.ones(n, 3)
+        with _Counting() as seen:
+            got = cf(base[1:])
+        with _Counting() as want:
+            expect = f(base[1:])
+        same(got, expect)
+        assert seen.n == want.n

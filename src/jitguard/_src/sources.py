@@ -200,12 +200,22 @@ class AttrSource(Chained):
             )
 
     def access(self, base_value: Any) -> Any:
+        if _attr_reader and self.member in _attr_reader[0][2] and _attr_reader[0][0]():
+            return _attr_reader[0][1](base_value, self.member)
         return getattr(base_value, self.member)
 
     def render(self, base: str, bind: Binder) -> str:
         if is_plain_identifier(self.member):
             return f"{base}.{self.member}"
         return f"getattr({base}, {bind(self.member, 'attr')})"
+
+    def emit(self, base: str, bind: Binder) -> str:
+        if not (_attr_reader and self.member in _attr_reader[0][2]):
+            return self.render(base, bind)
+        # [Note: Tensor properties past function modes]
+        active, read_attr, _ = _attr_reader[0]
+        return (f"({self.render(base, bind)} if not {bind(active, 'modes_on')}() else "
+                f"{bind(read_attr, 'read_attr_past_modes')}({base}, {bind(self.member, 'attr')}))")
 
 
 class FixedAttr(Chained):
@@ -366,13 +376,18 @@ class TensorProperty(enum.Enum):
 # Dynamo guards would make a new entry fail its own guards). The torch integration installs
 # a reader (``install_property_reader(active, read)``): while ``active()`` (a mode is on),
 # the reference path and the generated code read the property through ``read(value,
-# method_name)``, which sets torch-function dispatch aside; otherwise the plain call.
+# method_name)``, which sets torch-function dispatch aside; otherwise the plain call. The
+# same holds for the attributes it names (``attrs``: a view's ``_base``, a tensor's
+# ``grad``), read by ``AttrSource`` through ``read_attr(value, name)`` while a mode is on.
 _property_reader: list[tuple[Any, Any]] = []
+_attr_reader: list[tuple[Any, Any, frozenset[str]]] = []
 
 
-def install_property_reader(active: Any, read: Any) -> None:
+def install_property_reader(active: Any, read: Any, read_attr: Any = None,
+                            attrs: frozenset[str] = frozenset()) -> None:
     """[Note: Tensor properties past function modes]."""
     _property_reader[:] = [(active, read)]
+    _attr_reader[:] = [(active, read_attr, attrs)] if read_attr is not None and attrs else []
 
 
 @source_dataclass

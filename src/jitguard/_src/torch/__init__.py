@@ -97,5 +97,7 @@ def install() -> None:
         rules.register_rules()
         logging_bridge.install()
         install_property_reader(adapter_runtime.mode_stack_len,
-                                adapter_runtime.read_past_modes)
+                                adapter_runtime.read_past_modes,
+                                adapter_runtime.read_attr_past_modes,
+                                adapter_runtime.ATTRS_PAST_MODES)
         _installed = True

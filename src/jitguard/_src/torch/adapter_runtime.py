@@ -16,6 +16,7 @@ import torch
 import torch._dynamo
 
 __all__ = [
+    "ATTRS_PAST_MODES",
     "check_verbose",
     "frame_locals",
     "function_modes_active",
@@ -24,6 +25,7 @@ __all__ = [
     "mode_stack_len",
     "module_call_hooks",
     "on_reset",
+    "read_attr_past_modes",
     "read_past_modes",
     "tree_check",
     "without_function_modes",
@@ -155,6 +157,17 @@ def read_past_modes(tensor: Any, method: str) -> Any:
     dispatch off: [Note: Tensor properties past function modes]."""
     with _no_torch_function():
         return getattr(tensor, method)()
+
+
+def read_attr_past_modes(value: Any, name: str) -> Any:
+    """``getattr(value, name)`` with torch-function dispatch off (a tensor's ``_base``,
+    ``grad``): [Note: Tensor properties past function modes]."""
+    with _no_torch_function():
+        return getattr(value, name)
+
+
+#: the tensor attributes jitguard's guards read past function modes
+ATTRS_PAST_MODES = frozenset({"_base", "grad"})
 
 
 def module_call_hooks() -> tuple[dict[Any, Any], ...]:
