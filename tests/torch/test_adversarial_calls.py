@@ -318,3 +318,41 @@ def test_counting_mode_on_dynamic_views_counts_like_eager() -> None:
             expect = f(base[1:])
         same(got, expect)
         assert seen.n == want.n
+
+
+# ==== an object with a Python __call__, compiled itself ===================================
+
+
+def test_compiled_object_class_call_replaced() -> None:
+    """``Foo.__call__ = g`` after compiling the object itself runs g, as eager's obj(x)."""
+
+    class Foo:
+        def __call__(self, x: Any) -> Any:
+            return x + 1
+
+    obj = Foo()
+    cf = jgt.compile(obj)
+    same(cf(X), obj(X))
+    Foo.__call__ = lambda self, x: x * 3  # type: ignore[method-assign]
+    same(cf(X), obj(X))
+    same(cf(X), obj(X))
+
+
+def test_compiled_object_class_swapped() -> None:
+    """An object whose ``__class__`` is swapped after compiling runs the new class's __call__."""
+
+    class A:
+        def __call__(self, x: Any) -> Any:
+            return x + 1
+
+    class B:
+        def __call__(self, x: Any) -> Any:
+            return x - 1
+
+    obj = A()
+    cf = jgt.compile(obj)
+    same(cf(X), obj(X))
+    obj.__class__ = B
+    same(cf(X), obj(X))
+    obj.__class__ = A
+    same(cf(X), obj(X))

@@ -202,7 +202,18 @@ def compile(
     code = fn.__code__
     cache = cache_for(fn, f"{fn.__qualname__} at {code.co_filename}:{code.co_firstlineno}")
     if not isinstance(model_or_fn, torch.nn.Module):
-        return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles)
+        if first is None or isinstance(model_or_fn, types.MethodType):
+            return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles)
+        obj = model_or_fn
+
+        def recompile_call() -> Any:
+            """The object's class ``__call__`` was replaced (or its class swapped) after
+            compiling: a wrapper of the object for the function it has now."""
+            return compile(obj, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
+                           verify=verify, isolate_recompiles=isolate_recompiles,
+                           recompile_limit=recompile_limit, store=store)
+
+        return CompiledFunction.make(obj, fn, first, cache, no_recompiles, recompile_call)
     module = model_or_fn
 
     def remake() -> Any:

@@ -31,6 +31,10 @@ jitguard._src.torch.adapter_runtime.
 # module's class or a base, or set after compiling) also takes the module-call path:
 # ``m(...)`` runs it, and ``forward`` alone would skip it.
 #
+# An object with a Python ``__call__`` is compiled as its class's ``__call__`` of the
+# time; each call compares ``type(obj).__call__`` with it (``Foo.__call__ = g`` or a swapped
+# ``__class__`` after compiling): another function gets a compiled wrapper of its own.
+#
 # A function's ``__code__`` is compared (by identity) on each call: replaced, the entries
 # (captures of the old code) are dropped and the new code is captured.
 #
@@ -221,6 +225,29 @@ class CompiledFunction:
                 ):
                     return dispatch(m, *args, **kwargs)
                 return module_call(args, kwargs)
+        elif remake is not None:
+            # an object with a Python __call__: a call runs its class's __call__ of now
+            obj = first
+            calls: dict[Any, Callable[..., Any]] = {}
+
+            def other_call(now: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+                other = calls.get(now)
+                if other is None:
+                    try:
+                        other = calls[now] = remake()
+                    except TypeError:  # no Python __call__ any more: as eager
+                        return obj(*args, **kwargs)
+                return other(*args, **kwargs)
+
+            def compiled(*args: Any, **kwargs: Any) -> Any:
+                if fn.__code__ is not code[0]:
+                    code_changed()
+                now = type(obj).__call__
+                if now is not fn:
+                    return other_call(now, args, kwargs)
+                if stance() == "default":
+                    return dispatch(obj, *args, **kwargs)
+                return stanced((obj, *args), kwargs)
         else:
             def compiled(*args: Any, **kwargs: Any) -> Any:
                 if fn.__code__ is not code[0]:
