@@ -212,7 +212,7 @@ class AttrSource(Chained):
     def emit(self, base: str, bind: Binder) -> str:
         if not (_attr_reader and self.member in _attr_reader[0][2]):
             return self.render(base, bind)
-        # [Note: Tensor properties past function modes]
+        # attributes a mode must not see: [Note: Tensor properties past function modes]
         active, read_attr, _ = _attr_reader[0]
         return (f"({self.render(base, bind)} if not {bind(active, 'modes_on')}() else "
                 f"{bind(read_attr, 'read_attr_past_modes')}({base}, {bind(self.member, 'attr')}))")
