@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 import torch.nn.modules.module as torch_module  # noqa: E402
 
+import jitguard as jg  # noqa: E402
 import jitguard.torch as jgt  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("restore_grad_mode")
@@ -356,3 +357,24 @@ def test_compiled_object_class_swapped() -> None:
     same(cf(X), obj(X))
     obj.__class__ = A
     same(cf(X), obj(X))
+
+
+def test_partial_is_compiled_with_its_arguments_as_inputs() -> None:
+    """A functools.partial compiles as its function; its bound arguments are inputs, so
+    changing p.keywords after compiling misses (never stale), and calls equal eager."""
+    import functools
+
+    def scaled(x: Any, k: Any = 1.0, shift: Any = 0.0) -> Any:
+        return x * k + shift
+
+    p = functools.partial(scaled, k=2.0)
+    cf = jgt.compile(p)
+    x = torch.ones(3)
+    assert torch.equal(cf(x), p(x)) and torch.equal(cf(x, shift=1.0), p(x, shift=1.0))
+    p.keywords["k"] = 5.0
+    assert torch.equal(cf(x), p(x)) and float(cf(x)[0]) == 5.0
+    assert jg.cache_of(cf).stats().compiles >= 2
+    assert any("L['k']" in r for r in jg.cache_of(cf).reasons())
+    q = functools.partial(torch.nn.Linear(3, 3), x)
+    cq = jgt.compile(q)
+    assert torch.equal(cq(), q())

@@ -29,7 +29,9 @@ torch's internals are reached), torch's public API.
 # module as first argument (sources read ``L['self']``), and, while it has hooks or an
 # instance ``forward``, as the module call itself ([Note: Compiling a module's call]); a
 # bound method as its ``__func__`` with ``__self__`` first; an object with a Python
-# ``__call__`` likewise. Two wrappers of one function with the same
+# ``__call__`` likewise; a ``functools.partial`` as its ``func``, compiled as above, with
+# ``p.args``/``p.keywords`` read on each call and passed as arguments (guarded as inputs,
+# so changing ``p.keywords`` after compiling is a miss). Two wrappers of one function with the same
 # options share one cache unless ``isolate_recompiles=True`` ([Note: Shared entries]).
 #
 # [Note: Compiling a module's call]
@@ -106,8 +108,8 @@ def _target(obj: Any) -> tuple[types.FunctionType, Optional[Any]]:
     if isinstance(call, types.FunctionType):
         return call, obj
     raise TypeError(
-        f"jitguard.torch.compile compiles Python functions, nn.Modules, bound methods and "
-        f"objects with a Python __call__; got {obj!r}"
+        f"jitguard.torch.compile compiles Python functions, nn.Modules, bound methods, "
+        f"functools.partial objects of these and objects with a Python __call__; got {obj!r}"
     )
 
 
@@ -181,6 +183,11 @@ def compile(
         raise ValueError(f"recompile_limit must be None or an int >= 1, got {recompile_limit!r}")
     if verify is None:
         verify = _verify_default()
+    if isinstance(model_or_fn, functools.partial):
+        inner = compile(model_or_fn.func, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
+                        verify=verify, isolate_recompiles=isolate_recompiles,
+                        recompile_limit=recompile_limit, store=store)
+        return _partial_of(model_or_fn, inner)
     fn, first = _target(model_or_fn)
     backend_key = backend if isinstance(backend, str) else id(backend)
     store_key = store if isinstance(store, (bool, str, type(None))) else (
@@ -231,6 +238,23 @@ def compile(
                                      no_recompiles, plain=True)
 
     return CompiledFunction.make(module, fn, first, cache, no_recompiles, remake, hooked)
+
+
+def _partial_of(p: functools.partial[Any], inner: Callable[..., Any]) -> Callable[..., Any]:
+    """A compiled ``functools.partial``: its function compiled, its bound arguments read from
+    ``p`` on each call and passed as arguments, so they are guarded like any input (a
+    changed ``p.keywords`` entry is a miss, never a stale result)."""
+
+    def compiled(*args: Any, **kwargs: Any) -> Any:
+        return inner(*p.args, *args, **{**p.keywords, **kwargs})
+
+    compiled.__wrapped__ = p  # type: ignore[attr-defined]
+    compiled.__name__ = compiled.__qualname__ = getattr(inner, "__name__", "partial")
+    compiled.__doc__ = getattr(p.func, "__doc__", None)
+    compiled._orig_mod = p  # type: ignore[attr-defined]
+    compiled.cache = inner.cache  # type: ignore[attr-defined]
+    compiled.compiler = inner.compiler  # type: ignore[attr-defined]
+    return compiled
 
 
 _callers: weakref.WeakKeyDictionary[Any, types.FunctionType] = weakref.WeakKeyDictionary()
