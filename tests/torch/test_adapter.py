@@ -271,8 +271,8 @@ def test_constant_fold_table_is_asked_about_autocast_readers() -> None:
     assert type(dynamo_torch_vars.constant_fold_functions) is dict  # put back
 
 
-def test_mode_blind_hides_tensor_reads_from_function_modes() -> None:
-    """A mode_blind function's tensor reads reach no active mode; the mode works after it."""
+def counting_mode() -> Any:
+    """A TorchFunctionMode class counting the torch calls it sees (``Counting.calls``)."""
     from torch.overrides import TorchFunctionMode
 
     class Counting(TorchFunctionMode):
@@ -283,6 +283,12 @@ def test_mode_blind_hides_tensor_reads_from_function_modes() -> None:
             Counting.calls += 1
             return func(*args, **(kwargs or {}))
 
+    return Counting
+
+
+def test_mode_blind_hides_tensor_reads_from_function_modes() -> None:
+    """A mode_blind function's tensor reads reach no active mode; the mode works after it."""
+    Counting = counting_mode()
     x = torch.ones(2, 3)
     read = adapter_runtime.mode_blind(lambda t: (tuple(t.shape), t.stride(), t.dtype))
     assert read(x) == ((2, 3), (3, 1), torch.float32)
@@ -296,16 +302,7 @@ def test_mode_blind_hides_tensor_reads_from_function_modes() -> None:
 def test_read_past_modes_and_mode_stack_len() -> None:
     """read_past_modes reads size/stride/storage_offset unseen by an active mode;
     mode_stack_len counts the modes on torch's stack."""
-    from torch.overrides import TorchFunctionMode
-
-    class Counting(TorchFunctionMode):
-        calls = 0
-
-        def __torch_function__(self, func: Any, types: Any, args: Any = (),
-                               kwargs: Any = None) -> Any:
-            Counting.calls += 1
-            return func(*args, **(kwargs or {}))
-
+    Counting = counting_mode()
     x = torch.ones(2, 3)[:, 1:]
     assert adapter_runtime.mode_stack_len() == 0
     with Counting():
@@ -320,16 +317,7 @@ def test_read_past_modes_and_mode_stack_len() -> None:
 
 def test_read_attr_past_modes() -> None:
     """read_attr_past_modes reads a view's _base unseen by an active mode."""
-    from torch.overrides import TorchFunctionMode
-
-    class Counting(TorchFunctionMode):
-        calls = 0
-
-        def __torch_function__(self, func: Any, types: Any, args: Any = (),
-                               kwargs: Any = None) -> Any:
-            Counting.calls += 1
-            return func(*args, **(kwargs or {}))
-
+    Counting = counting_mode()
     base = torch.ones(4, 3)
     view = base[1:]
     assert "_base" in adapter_runtime.ATTRS_PAST_MODES

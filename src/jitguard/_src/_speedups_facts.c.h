@@ -35,6 +35,29 @@ static PyObject *str_C, *str_F, *str_A, *str_i32, *str_i64, *str_u64;
 static PyObject NOT_NATIVE_OBJ;
 #define NOT_NATIVE (&NOT_NATIVE_OBJ)
 
+/* The row array_facts cached for the dtype at ``d`` (``_dtype_keys[id(d)]``: a 3-tuple
+ * holding ``d`` itself, its key and its tokens), borrowed; NULL when there is none (first
+ * sight, metadata or fields: Python computes it) or, with an error set, when the lookup
+ * failed. The lookup is by an int key: no code of the dtype runs. */
+static PyObject *
+dtype_cache_row(PyObject *d)
+{
+    if (dtype_cache == NULL) {
+        return NULL;
+    }
+    PyObject *ident = PyLong_FromVoidPtr((void *)d);
+    if (ident == NULL) {
+        return NULL;
+    }
+    PyObject *hit = PyDict_GetItemWithError(dtype_cache, ident);
+    Py_DECREF(ident);
+    if (hit == NULL || !PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 3 ||
+        PyTuple_GET_ITEM(hit, 0) != d) {
+        return NULL;
+    }
+    return hit;
+}
+
 static int
 parse_extra(DimSpec *d, PyObject *extra)
 {
@@ -141,20 +164,9 @@ array_fact_native(PyObject *v, int layout, int aligned)
     }
     ArrayFields *a = (ArrayFields *)v;
     PyObject *d = a->descr;
-    PyObject *ident = PyLong_FromVoidPtr((void *)d);
-    if (ident == NULL) {
-        return NULL;
-    }
-    PyObject *hit = PyDict_GetItemWithError(dtype_cache, ident);  /* an int key: no code runs */
-    Py_DECREF(ident);
+    PyObject *hit = dtype_cache_row(d);
     if (hit == NULL) {
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
-        return NOT_NATIVE;  /* not cached (first sight, or metadata): Python computes it */
-    }
-    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 3 || PyTuple_GET_ITEM(hit, 0) != d) {
-        return NOT_NATIVE;
+        return PyErr_Occurred() ? NULL : NOT_NATIVE;
     }
     PyObject *key = Py_NewRef(PyTuple_GET_ITEM(hit, 1));  /* held before any allocation */
     int flags = a->flags;

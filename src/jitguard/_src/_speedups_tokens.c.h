@@ -77,17 +77,11 @@ array_token_at(PyObject *v, int layout, int aligned, PyObject **where, long *cod
     if (row->descr == d && row->code == code) {
         return Py_NewRef(row->token);
     }
-    PyObject *ident = PyLong_FromVoidPtr((void *)d);
-    if (ident == NULL) {
-        return NULL;
-    }
-    PyObject *hit = PyDict_GetItemWithError(dtype_cache, ident);  /* an int key: no code runs */
-    Py_DECREF(ident);
+    PyObject *hit = dtype_cache_row(d);
     if (hit == NULL) {
         return PyErr_Occurred() ? NULL : NOT_NATIVE;
     }
-    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 3 || PyTuple_GET_ITEM(hit, 0) != d ||
-        !PyDict_CheckExact(PyTuple_GET_ITEM(hit, 2))) {
+    if (!PyDict_CheckExact(PyTuple_GET_ITEM(hit, 2))) {
         return NOT_NATIVE;
     }
     PyObject *tokens = Py_NewRef(PyTuple_GET_ITEM(hit, 2));
@@ -152,20 +146,9 @@ array_pair_native(PyObject *v, int layout, int aligned)
 static PyObject *
 dtype_key_native(PyObject *v)
 {
-    if (dtype_cache == NULL) {
-        return NOT_NATIVE;
-    }
-    PyObject *ident = PyLong_FromVoidPtr((void *)v);
-    if (ident == NULL) {
-        return NULL;
-    }
-    PyObject *hit = PyDict_GetItemWithError(dtype_cache, ident);  /* an int key: no code runs */
-    Py_DECREF(ident);
+    PyObject *hit = dtype_cache_row(v);
     if (hit == NULL) {
         return PyErr_Occurred() ? NULL : NOT_NATIVE;
-    }
-    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 3 || PyTuple_GET_ITEM(hit, 0) != v) {
-        return NOT_NATIVE;
     }
     return Py_NewRef(PyTuple_GET_ITEM(hit, 1));
 }
