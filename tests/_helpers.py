@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import socket
+import warnings
 from typing import Any
 
 import pytest
@@ -165,3 +166,13 @@ def accepts(check: Any, value: Any) -> bool:
     got = check.fn(value)
     assert got is check.reference(value)
     return bool(got)
+
+
+def set_in_place(array: Any, **attrs: Any) -> None:
+    """Set a numpy array's ``shape`` or ``dtype`` in place. numpy 2.5 deprecates it (a
+    DeprecationWarning, an error in CI) but still does it, and such a change after a hit is
+    exactly what the array guards must catch."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for name, value in attrs.items():
+            setattr(array, name, value)

@@ -15,7 +15,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _helpers import registry_candidates
+from _helpers import registry_candidates, set_in_place
 from jitguard import ArgPolicy, GuardBuilder, LocalSource, cache_of, compile_guards, specialize
 from jitguard._src.compiler import array_facts
 from jitguard._src.compiler.array_facts import (
@@ -161,10 +161,9 @@ def test_token_follows_the_array_changed_in_place() -> None:
     assert array_token(a, True, True).fact == array_fact(a, True, True) != first.fact
     a.flags.writeable = True
     assert array_token(a, True, True) is first
-    a.shape = (2, 4)
+    set_in_place(a, shape=(2, 4))
     assert array_token(a, True, True).fact == array_fact(a, True, True) != first.fact
-    a.shape = (8,)
-    a.dtype = np.int64  # the same buffer, another dtype
+    set_in_place(a, shape=(8,), dtype=np.int64)  # the same buffer, another dtype
     assert array_token(a, True, True).fact == array_fact(a, True, True) != first.fact
     strided = np.zeros(16)[::2]
     assert array_token(strided).fact[2] == "A" and array_token(strided, False).fact[2] is None

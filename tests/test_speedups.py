@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jitguard
+from _helpers import set_in_place
 from jitguard import CompileRequest, GuardBuilder, cache_of, specialize
 from jitguard._src.cache import fast
 from jitguard._src.cache.signature import DEFAULT
@@ -648,10 +649,9 @@ def test_array_token_in_c_follows_changes_in_place() -> None:
     a.flags.writeable = False
     assert c_token().fact == array_fact(a, True, True) != first.fact
     a.flags.writeable = True
-    a.shape = (2, 4)
+    set_in_place(a, shape=(2, 4))
     assert c_token().fact == array_fact(a, True, True) != first.fact
-    a.shape = (8,)
-    a.dtype = np.int64
+    set_in_place(a, shape=(8,), dtype=np.int64)
     assert c_token().fact == array_fact(a, True, True) != first.fact
 
 
@@ -725,9 +725,9 @@ def test_arrays_changed_in_place_after_a_hit_miss(dispatch_mode: str) -> None:
             if change == "readonly":
                 a.flags.writeable = False
             elif change == "shape":
-                a.shape = (2, 4)
+                set_in_place(a, shape=(2, 4))
             elif change == "dtype":
-                a.dtype = np.int64
+                set_in_place(a, dtype=np.int64)
             elif change == "renamed":
                 rec.dtype.names = ("q", "p") if rec.dtype.names == ("p", "q") else ("p", "q")
             for x in (a, rec):
