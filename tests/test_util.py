@@ -38,3 +38,23 @@ def test_is_scalar_type_is_by_identity() -> None:
     assert not is_scalar_type(MyInt) and not is_scalar_type(PosingAsInt)
     assert PosingAsInt == int  # noqa: E721  (the lie, which is_scalar_type never asks)
     assert not is_scalar_type(tuple) and not is_scalar_type(type)
+
+
+def test_all_subclasses_walks_every_level_once() -> None:
+    """all_subclasses finds indirect subclasses and a diamond's bottom once, never the root."""
+    from jitguard._src._util import all_subclasses
+
+    class Root:
+        pass
+
+    class A(Root):
+        pass
+
+    class B(Root):
+        pass
+
+    class D(A, B):
+        pass
+
+    assert sorted(c.__name__ for c in all_subclasses(Root)) == ["A", "B", "D"]
+    assert all_subclasses(D) == []

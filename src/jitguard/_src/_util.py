@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, MutableSet
 from typing import Any, Generic, Optional, TypeVar
 
-__all__ = ["SCALAR_TYPES", "OrderedSet", "constant_repr", "is_scalar_type"]
+__all__ = ["SCALAR_TYPES", "OrderedSet", "all_subclasses", "constant_repr", "is_scalar_type"]
 
 T = TypeVar("T")
 
@@ -106,3 +106,18 @@ class OrderedSet(MutableSet[T], Generic[T]):
 
     def __repr__(self) -> str:
         return f"OrderedSet({list(self._d)!r})"
+
+
+def all_subclasses(root: type) -> list[type]:
+    """Every loaded subclass of ``root``, direct or not, each once (``root`` left out)."""
+    out: list[type] = []
+    todo: list[type] = [root]
+    seen: set[type] = {root}
+    while todo:
+        subs: list[type] = type.__subclasses__(todo.pop())
+        for sub in subs:
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+                out.append(sub)
+    return out

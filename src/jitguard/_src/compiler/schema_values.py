@@ -2,7 +2,7 @@
 registered record types and codecs, and objects held by identity re-bound by name
 ([Note: Guard set schema] in compiler/schema.py says what a document holds).
 
-May import: errors, guards, compiler.values.
+May import: _util, errors, guards, compiler.values.
 
 # [Note: Re-binding by name]
 # A class, function, module, builtin (``torch.relu``: found at ``torch.relu`` though its
@@ -28,6 +28,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
+from .._util import all_subclasses
 from ..errors import GuardSchemaError
 from ..guards import Source
 from .values import Ident, is_long_lived, type_name
@@ -379,16 +380,9 @@ def _source_classes(name: Optional[str] = None) -> dict[str, list[type]]:
     if _classes_memo and (name is None or name in _classes_memo):
         return _classes_memo
     out: dict[str, list[type]] = {}
-    todo = [Source]
-    seen: set[type] = set()
-    while todo:
-        cls = todo.pop()
-        for sub in cls.__subclasses__():
-            if sub not in seen:
-                seen.add(sub)
-                todo.append(sub)
-                out.setdefault(sub.__name__, []).append(sub)
-                out.setdefault(_class_key(sub), []).append(sub)
+    for sub in all_subclasses(Source):
+        out.setdefault(sub.__name__, []).append(sub)
+        out.setdefault(_class_key(sub), []).append(sub)
     _classes_memo.clear()
     _classes_memo.update(out)
     return out

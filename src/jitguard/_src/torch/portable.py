@@ -1,6 +1,6 @@
 """Portable torch guards: the guard-set document codecs of what torch kinds expect.
 
-May import: jitguard._src.errors, jitguard._src.guard_exprs, jitguard._src.compiler.schema, jitguard._src.compiler.values,
+May import: jitguard._src._util, jitguard._src.errors, jitguard._src.guard_exprs, jitguard._src.compiler.schema, jitguard._src.compiler.values,
 jitguard._src.torch.tensor_match, jitguard._src.torch.batched, jitguard._src.torch.dynamo_kinds,
 torch.
 
@@ -40,6 +40,7 @@ from typing import Any, Optional
 
 import torch
 
+from .._util import all_subclasses
 from ..compiler.schema import register_schema_codec, register_schema_type
 from ..compiler.values import Ident
 from ..errors import GuardSchemaError
@@ -180,14 +181,8 @@ def _sympy_class(key: str) -> type:
     import sympy
 
     if key not in _sympy_classes:
-        todo, seen = [sympy.Basic], set()
-        while todo:
-            cls = todo.pop()
-            for sub in cls.__subclasses__():
-                if sub not in seen:
-                    seen.add(sub)
-                    todo.append(sub)
-                    _sympy_classes[f"{sub.__module__}:{sub.__qualname__}"] = sub
+        for sub in all_subclasses(sympy.Basic):
+            _sympy_classes[f"{sub.__module__}:{sub.__qualname__}"] = sub
     try:
         return _sympy_classes[key]
     except KeyError:
