@@ -63,6 +63,7 @@ DELIBERATE = {
     "compile_id_error": "InvalidCompileIdError (a ValueError) whose message says the forms accepted",
     "guard_eq": "Guard == agrees with its hash (name, guard source, create_fn); the spec compares "
                 "every field, captured stacks included, so GuardsSet.add kept equal guards twice",
+    "partial_eq": "two equal functools.partial create_fns make equal guards; the spec keys on id()",
     "guard_text": "Guard str/repr are one readable line; the spec prints a multi-line block",
     "state_eq": "checkpoint states' == is symmetric; the spec's a == b asks only a.diff(b)",
     "compile_ctx_get": "CompileContext.get() raises NoCompileContextError (a RuntimeError and an "
@@ -648,6 +649,39 @@ def test_guards_set() -> None:
         assert sorted(h.name for h in s) == ["G['g']", "L['x']"]
         s.remove_guards_with_source(lib.LocalSource("x"))
         assert [h.name for h in s] == ["G['g']"] and bool(s)
+
+
+def _record_stacks(mod: Any, lib: Any) -> dict[str, list[str]]:
+    s = mod.GuardsSet()
+    s.add(mod.Guard(lib.LocalSource("x"), TYPE_MATCH))
+    s.update([mod.Guard(lib.LocalSource("y"), TYPE_MATCH)])
+
+    def helper() -> None:
+        s.add(mod.Guard(lib.LocalSource("z"), TYPE_MATCH), skip=1)
+
+    helper()
+    return {g.name: [line.strip().splitlines()[0] for line in g.stack.format()[-2:]] for g in s}
+
+
+def test_guards_set_records_the_adding_frame() -> None:
+    """add/update record the framework stack ending at their caller (skip= drops more frames),
+    formatted alike; GuardsCheckpointState.diff gives a set in both."""
+    assert _record_stacks(jg, jg) == _record_stacks(tg, ts)
+    for lib, mod in ((jg, jg), (ts, tg)):
+        a = mod.GuardsCheckpointState({mod.Guard(lib.LocalSource("x"), TYPE_MATCH)})
+        assert isinstance(a.diff(mod.GuardsCheckpointState(set())), set)
+        empty: set[Any] = set()
+        assert mod.GuardsSet(empty).inner is empty
+
+
+def test_partial_create_fns() -> None:
+    """Two equal functools.partial create_fns: torch keys on the partial's id, jitguard on its
+    function and arguments (DELIBERATE["partial_eq"]); both see through it for the name."""
+    ours = [jg.Guard(jg.LocalSource("x"), functools.partial(TYPE_MATCH, 1)) for _ in range(2)]
+    theirs = [tg.Guard(ts.LocalSource("x"), functools.partial(TYPE_MATCH, 1)) for _ in range(2)]
+    assert ours[0] == ours[1] and theirs[0] != theirs[1]  # DELIBERATE["partial_eq"]
+    assert ours[0].create_fn_name() == theirs[0].create_fn_name() == "TYPE_MATCH"
+    assert ours[0].sort_key() == theirs[0].sort_key()
 
 
 # ---- the higher-order-op caches -----------------------------------------------------------
