@@ -17,7 +17,8 @@
  *   _speedups.h             the shared codes and types;
  *   _speedups_facts.c.h     key parts computed from a value (array facts, int classes);
  *   _speedups_state.c.h     the State type;
- *   _speedups_dispatch.c.h  the slot's fields and the Dispatch type;
+ *   _speedups_dispatch.c.h  the slot's fields, the Dispatch struct and its call path;
+ *   _speedups_dispatch_type.c.h  the rest of the Dispatch type;
  *   this file               the module.
  * setup.py lists the parts as the extension's depends (a change to any rebuilds it), and
  * the Makefile as prerequisites of the install.
@@ -26,6 +27,7 @@
 #include "_speedups_facts.c.h"
 #include "_speedups_state.c.h"
 #include "_speedups_dispatch.c.h"
+#include "_speedups_dispatch_type.c.h"
 
 /* ---- helpers of generated checks ([Note: Batched leaves], compiler/bulk.py) ----------- */
 
