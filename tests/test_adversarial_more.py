@@ -348,3 +348,23 @@ def test_limit_and_clear_changed_inside_a_call() -> None:
                 assert f(v) == tag(v)
             except RecompileError:
                 pass
+
+
+@pytest.mark.parametrize("option", ["dynamic", "static"])
+def test_declared_sources_of_the_wrong_type_are_a_clear_error(option: str) -> None:
+    """``dynamic=[1]`` (not a name or a Source) is a TypeError naming it, at specialize."""
+    with pytest.raises(TypeError, match=r"parameter name.*got int 1"):
+        specialize(lambda x: x, **{option: [1]})
+
+
+def test_a_restart_declaring_a_wrong_source_is_a_clear_error() -> None:
+    """A compiler asking add_guard or is_dynamic about a non-source gets that TypeError."""
+    from jitguard import GuardBuilder
+
+    def compiler(request: CompileRequest) -> Callable[..., Any]:
+        request.add_guard(3.5, GuardBuilder.TYPE_MATCH)  # type: ignore[arg-type]
+        return request.fn
+
+    f = specialize(lambda x: x, compiler=compiler)
+    with pytest.raises(TypeError, match=r"got float 3\.5"):
+        f(1)
