@@ -51,3 +51,53 @@ def test_a_dying_tokens_row_is_never_taken_from_a_new_token(
     assert ref() is None and len(made) == 1
     assert intern_fact(fact) is made[0]
     assert table[fact]() is made[0]
+
+
+def test_stats_read_while_threads_evict_never_go_backwards(dispatch_mode: str) -> None:
+    """stats() polled while threads call a maxsize=3 cache (evicting all the time): hits and
+    misses never go backwards between two snapshots."""
+    import itertools
+    import sys
+
+    from jitguard import cache_of, specialize
+
+    def memo(request: Any) -> Any:
+        result = request.fn(*request.args)
+        return lambda *a: result
+
+    f = specialize(lambda x: x, compiler=memo, maxsize=3, automatic_dynamic=False,
+                   recompile_limit=None, global_state=False)
+    begun = itertools.count()
+    done = threading.Event()
+    bad: list[Any] = []
+
+    def work(step: int) -> None:
+        for i in range(1500):
+            next(begun)
+            f((i * step) % 5)
+
+    def poll() -> None:
+        last = cache_of(f).stats()
+        while not done.is_set():
+            now = cache_of(f).stats()
+            if now.hits < last.hits or now.misses < last.misses:
+                bad.append((last, now))
+            last = now
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        poller = threading.Thread(target=poll)
+        poller.start()
+        workers = [threading.Thread(target=work, args=(s,)) for s in (1, 2, 3)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+    finally:
+        done.set()
+        poller.join()
+        sys.setswitchinterval(old)
+    assert not bad, bad[:2]
+    final = cache_of(f).stats()
+    assert final.evictions > 0 and final.entries <= 3

@@ -89,21 +89,26 @@ class CacheInspection:
         return self._static
 
     def stats(self) -> CacheStats:
-        entries = list(self._entries.values())
+        """The counters now: exact under threads but for the calls in flight while an entry
+        is evicted or invalidated ([Note: Counters under threads])."""
         c = self._counters
-        compiles = c.get("compiles")
+        with c.lock:  # one consistent snapshot: entries and dropped_hits move together
+            entries = list(self._entries.values())
+            counts = {name: c.get(name) for name in c.NAMES}
+            hits = sum(e.hits for e in entries)
+        compiles = counts["compiles"]
         return CacheStats(
-            hits=sum(e.hits for e in entries) + c.get("dropped_hits"),
-            misses=c.get("misses"),
+            hits=hits + counts["dropped_hits"],
+            misses=counts["misses"],
             compiles=compiles,
             recompiles=max(0, compiles - 1) if self._compiles else 0,
-            restarts=c.get("restarts"),
-            failures=c.get("failures"),
-            fallbacks=c.get("fallbacks"),
+            restarts=counts["restarts"],
+            failures=counts["failures"],
+            fallbacks=counts["fallbacks"],
             # dropped entries, and those dead since the last miss (dropped on the next)
-            invalidations=c.get("invalidations") + sum(1 for e in entries if not e.valid),
+            invalidations=counts["invalidations"] + sum(1 for e in entries if not e.valid),
             entries=sum(1 for e in entries if e.valid),
-            evictions=c.get("evictions"),
+            evictions=counts["evictions"],
         )
 
     def store_events(self) -> tuple[StoreEvent, ...]:

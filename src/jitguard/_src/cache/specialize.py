@@ -357,8 +357,9 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
             victim = self._lru.victim(lambda e: self._entries.get(e.seq) is e)
             if victim is None:
                 break
-            del self._entries[victim.seq]
-            self._counters.add("dropped_hits", victim.hits)
+            with self._counters.lock:  # see [Note: Counters under threads]
+                del self._entries[victim.seq]
+                self._counters.add("dropped_hits", victim.hits)
             victim.evict(f"evicted: least recently used (maxsize={maxsize})")
             evicted.append(victim)
             self._counters.bump("evictions")
@@ -390,9 +391,10 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         if not dead:
             return
         for entry in dead:
-            del self._entries[entry.seq]
-            self._counters.bump("invalidations")
-            self._counters.add("dropped_hits", entry.hits)
+            with self._counters.lock:  # see [Note: Counters under threads]
+                del self._entries[entry.seq]
+                self._counters.bump("invalidations")
+                self._counters.add("dropped_hits", entry.hits)
             log.info("%s: dropped entry %s: %s", self.where, entry.compile_id,
                      entry.invalid_reason)
         self._remove(dead)
@@ -408,9 +410,10 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     def clear(self) -> None:
         """Forget every entry, record, count and automatic-dynamic marking."""
         with self._lock:
-            self._reset_state()
+            with self._counters.lock:  # stats() sees the counts before or after, not between
+                self._reset_state()
+                self._counters.reset()
             self._static = self._declared_static
-            self._counters.reset()
             if self._persist is not None:
                 self._persist.reset()
             self._publish([])
