@@ -52,6 +52,7 @@ from .compile import CompileJob, identity_compiler
 from .dispatch import RESCAN_BELOW, Snapshot, build_snapshot, choose_dims
 from .entry import CacheEntry
 from .keys import Dispatcher, Layout, compute_layout
+from .layout import note_static_types
 from .lru import Lru
 from .miss import in_own_compile, serve_miss
 from .observe import CompileInfo, CompileLog, dispatch_log
@@ -255,6 +256,7 @@ class FunctionCache(Generic[_P, _R]):
     def _miss(self, *values: Any) -> Any:
         if self._code_replaced():
             self._start_over()
+        note_static_types(values)  # [Note: Static types in the generated dispatcher]
         entry = self._snapshot.lookup(values)
         if entry is not None:
             entry.slow_hits += 1
