@@ -168,7 +168,7 @@ def _fact_expr(spec: DispatchFact, v: str, p: str, tag: str, ns: dict[str, Any])
         ns[consts[cname]] = obj
     assert spec.expr is not None
     return spec.expr.format(**consts, v=v, type=f"{p}type", id=f"{p}id", len=f"{p}len",
-                            tuple=f"{p}tuple", dict=f"{p}dict")
+                            tuple=f"{p}tuple", dict=f"{p}dict", tmp=f"{p}x{tag}_")
 
 
 def _union_expr(dim: Dim, v: str, p: str, g: int, k: int, ns: dict[str, Any]) -> str:
