@@ -64,6 +64,8 @@ DELIBERATE = {
     "guard_eq": "Guard == agrees with its hash (name, guard source, create_fn); the spec compares "
                 "every field, captured stacks included, so GuardsSet.add kept equal guards twice",
     "partial_eq": "two equal functools.partial create_fns make equal guards; the spec keys on id()",
+    "sort_builtin": "Guard.sort_key of a create_fn without __code__ (a builtin) uses line 0; "
+                    "the spec's raises AttributeError",
     "guard_text": "Guard str/repr are one readable line; the spec prints a multi-line block",
     "state_eq": "checkpoint states' == is symmetric; the spec's a == b asks only a.diff(b)",
     "compile_ctx_get": "CompileContext.get() raises NoCompileContextError (a RuntimeError and an "
@@ -857,6 +859,52 @@ def test_tracing_cleans_up_the_shape_env() -> None:
         assert calls == [1, 1]
 
 
+def test_errors_and_restores_agree() -> None:
+    """The stack helpers outside a trace raise RuntimeError; patch restores on an error; an
+    exception's own real_stack is kept; a guard's own user_stack is kept by add; ModuleContext
+    snapshots a copy; create_fn_name of a nameless callable is an AttributeError. Deliberate:
+    sort_key of a create_fn without __code__ (a builtin) uses line 0 (DELIBERATE["sort_builtin"])."""
+    results = []
+    for mod, lib in ((jg, jg), (tg, ts)):
+        out: list[Any] = []
+        tcls = mod.TracingContext
+        for call in (functools.partial(tcls.set_current_loc, "a.py", 1, "f"),
+                     lambda c=tcls: c.current_frame(None).__enter__(),
+                     lambda c=tcls: c.clear_frame().__enter__(),
+                     lambda c=tcls: c.patch(fakify_first_call=True).__enter__()):
+            with pytest.raises(RuntimeError, match="must be called within an ongoing trace"):
+                call()
+        with pytest.raises(AttributeError):
+            mod.Guard(lib.LocalSource("x"), object()).create_fn_name()
+        out.append(mod.Guard(lib.LocalSource("x"), print).create_fn_name())
+        tc = mod.TracingContext(None)
+        own = ValueError()
+        own.real_stack = "kept"  # type: ignore[attr-defined]
+        with mod.tracing(tc):
+            with pytest.raises(KeyError), mod.TracingContext.patch(fakify_first_call=True):
+                raise KeyError
+            out.append(tc.fakify_first_call)
+            frame = traceback.FrameSummary("a.py", 1, "f", lookup_line=False)
+            with pytest.raises(ValueError), mod.TracingContext.current_frame(frame):
+                raise own
+        with pytest.raises(ValueError), mod.tracing(tc):
+            raise own
+        out.append(own.real_stack)  # type: ignore[attr-defined]
+        g = mod.Guard(lib.LocalSource("x"), TYPE_MATCH)
+        stack = traceback.StackSummary.from_list([("u.py", 1, "f", "x")])
+        g.user_stack = stack
+        mod.GuardsSet().add(g)
+        out.append(g.user_stack is stack)
+        mc = mod.ModuleContext()
+        mc.nn_modules["a"] = 1
+        out.append(mc.copy_graphstate().nn_modules is mc.nn_modules)
+        results.append(out)
+    assert results[0] == results[1]
+    with pytest.raises(AttributeError):
+        tg.Guard(ts.LocalSource("x"), print).sort_key()
+    assert jg.Guard(jg.LocalSource("x"), print).sort_key()[-1] == 0  # DELIBERATE["sort_builtin"]
+
+
 # ---- fake modes ---------------------------------------------------------------------------------
 
 
@@ -880,6 +928,10 @@ def test_detect_and_active_fake_mode() -> None:
         with mod.tracing(mod.TracingContext(fm)):
             assert mod.detect_fake_mode() is fm and mod.detect_fake_mode([fake]) is fm
             assert mod.active_fake_mode() is None
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    wrapped = TwoTensor(fm.from_tensor(torch.ones(2)), fm.from_tensor(torch.ones(2)))
+    assert jg.detect_fake_mode([wrapped]) is tg.detect_fake_mode([wrapped]) is fm
     with jg.tracing(jg.TracingContext(fm)):
         with pytest.raises(AssertionError):
             jg.detect_fake_mode([other])

@@ -196,6 +196,11 @@ class GuardKind:
         ([Note: Batched leaves]). Only asked when ``batch_reads_once`` is True."""
         return None
 
+    def pins_type(self, params: Any) -> Optional[type]:
+        """The exact type a value that passes this guard has (TYPE_MATCH's), or None: later
+        reads in the same generated function may rely on it (``Source.emit_on``)."""
+        return None
+
     def code(self, name: Any, params: Any) -> str:
         raise NotImplementedError
 

@@ -52,6 +52,7 @@ __all__ = [
 # Every check function (and chunk) is compiled as ``def ___check(...)`` and renamed, so that
 # its code text does not depend on its name ([Note: Compiled-code reuse]).
 CODE_NAME = "___check"
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: instances cannot change type
 RETURN_TRUE = "        return True"
 
 
@@ -202,6 +203,9 @@ class Body:
         self._tmp = itertools.count()
         self._const = ns.const
         self._uses: dict[Source, int] = {}  # (add_all) how many leaves read each source
+        # sources whose exact type a test of this function has pinned, where instances of
+        # that type cannot change type (an immutable type: no ``__class__`` assignment)
+        self._pinned: dict[Source, type] = {}
 
     def outer(self, value: int, shown: str) -> str:
         """The name, in this function, of a value held outside it: alone, the check's own
@@ -226,7 +230,7 @@ class Body:
             return self.outer(value, source.name())
         if isinstance(source, ChainedSource):
             base = self.read(source.base)
-            expr = source.emit(base, self._const)
+            expr = self._emit(source, base)
             if expr == base:
                 values.where[source] = values.where[source.base]
                 return base
@@ -239,6 +243,14 @@ class Body:
         values.home.append(self.index)
         values.name.append(var)
         return var
+
+    def _emit(self, source: ChainedSource, base: str) -> str:
+        """``source``'s expression on its base's, cheaper where a test before it pinned the
+        base's exact type (``emit_on``)."""
+        pinned = self._pinned.get(source.base)
+        if pinned is None:
+            return source.emit(base, self._const)
+        return source.emit_on(base, self._const, pinned)
 
     def _root(self, source: Source) -> str:
         slot = source.frame_slot()
@@ -326,7 +338,7 @@ class Body:
             and self._uses.get(source, 0) == 1
         ):
             base = self.read(source.base)
-            expr = source.emit(base, self._const)
+            expr = self._emit(source, base)
             if expr != base:
                 return f"({expr})"
         return self.read(source)
@@ -343,6 +355,10 @@ class Body:
             return
         self.code += (f"        if not ({expr}):", "            return False")
         self.comments += (f"{kind.name}: {leaf.code()}", "")
+        if len(sources) == 1 and not kind.relational:
+            pinned = kind.pins_type(leaf.params)
+            if isinstance(pinned, type) and pinned.__flags__ & _IMMUTABLE_TYPE:
+                self._pinned[sources[0]] = pinned
 
 
 def write_function(
