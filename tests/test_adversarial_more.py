@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import math
+import struct
 import sys
 import threading
 from collections.abc import Callable
@@ -368,3 +369,47 @@ def test_a_restart_declaring_a_wrong_source_is_a_clear_error() -> None:
     f = specialize(lambda x: x, compiler=compiler)
     with pytest.raises(TypeError, match=r"got float 3\.5"):
         f(1)
+
+
+NANS = [float("nan"), -float("nan"), struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]]
+
+
+def nan_sign(x: Any) -> Any:
+    """What a function can read from a NaN: its sign and bits."""
+    if type(x) is float:
+        return ("f", math.copysign(1.0, x), struct.pack("<d", x))
+    if type(x) is complex:
+        return ("c", nan_sign(x.real), nan_sign(x.imag))
+    if type(x) in (tuple, list):
+        return (type(x).__name__, tuple(nan_sign(i) for i in x))
+    if type(x) is dict:
+        return ("d", tuple((nan_sign(k), nan_sign(v)) for k, v in x.items()))
+    if type(x) is frozenset:
+        return ("fs", tuple(nan_sign(i) for i in x))
+    return (type(x).__name__, repr(x))
+
+
+def test_nans_of_other_sign_or_payload_are_other_values() -> None:
+    """nan, -nan and a NaN with a payload (which copysign and struct tell apart) never
+    share an entry, as scalars, items, complex parts, dict values or a second argument."""
+    f = memoized(nan_sign)
+    g = memoized(lambda a, b: (nan_sign(a), nan_sign(b)))
+    values = [*NANS, *[(n,) for n in NANS], *[complex(0, n) for n in NANS],
+              *[{"k": n} for n in NANS], *[[n, 1] for n in NANS], *[{n: 1} for n in NANS],
+              *[frozenset({n}) for n in NANS], 0.0, -0.0]
+    for _ in range(2):
+        for v in values:
+            assert f(v) == nan_sign(v)
+            assert g(1, b=v) == (nan_sign(1), nan_sign(v))
+
+
+def test_nan_other_than_float_nan_is_not_stored(store_dir: Any) -> None:
+    """A guard on -nan has no JSON form (it would read back as float('nan')): the entry is
+    not stored, saying why; float('nan') is stored."""
+    f = specialize(lambda x: nan_sign(x), compiler=None, store=True, global_state=False,
+                   automatic_dynamic=False)
+    f(float("nan"))
+    f(-float("nan"))
+    events = cache_of(f).store_events()
+    assert [e.outcome for e in events] == ["saved", "not stored"]
+    assert "NaN of bits" in events[1].reason

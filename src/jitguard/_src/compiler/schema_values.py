@@ -23,6 +23,7 @@ import dataclasses
 import enum
 import json
 import math
+import struct
 import sys
 import types
 from collections.abc import Callable, Mapping
@@ -145,6 +146,11 @@ def _encode(value: Any) -> Any:
     if tp is float:
         if math.isfinite(value):
             return value
+        bits = struct.pack("<d", value)
+        if math.isnan(value) and bits != struct.pack("<d", float("nan")):
+            # "nan" reads back as float("nan"): a NaN of another sign or payload would come
+            # back as another value (EQUALS_MATCH tells NaNs apart by their bits)
+            raise _Unencodable(f"a NaN of bits {bits.hex()} (only float('nan') has a JSON form)")
         return {"$": "float", "value": "nan" if math.isnan(value) else str(value)}
     if tp is list:
         return [_encode(v) for v in value]
