@@ -16,7 +16,7 @@ import threading
 import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -275,3 +275,58 @@ def test_wrapper_entries_across_processes(tmp_path: Any, store_dir: Any) -> None
     assert _run_wrapped(tmp_path, 1, 10) == {"result": 20, "events": ["saved"]}
     assert _run_wrapped(tmp_path, 5, 10) == {"result": 60, "events": ["saved"]}
     assert _run_wrapped(tmp_path, 1, 1) == {"result": 2, "events": ["loaded"]}
+
+
+# ---- the code swapped while a compile is in progress ---------------------------------------
+
+
+def _swapping_compiler(fn: Any, during: Any, after: Any,
+                       call: Optional[Callable[[], Any]] = None) -> Callable[..., Any]:
+    """A compiler that sets ``fn.__code__`` to ``during`` while it compiles (calling
+    ``call`` then, if given), compiles from the code it reads then, and leaves ``after``."""
+    def compiler(request: CompileRequest) -> Callable[..., Any]:
+        fn.__code__ = during.__code__
+        if call is not None:
+            call()
+        artifact = from_code(request)
+        fn.__code__ = after.__code__
+        return artifact
+
+    return compiler
+
+
+@pytest.mark.parametrize("first", ["A", "B"], ids=["A_B_A", "B_A_B"])
+def test_code_swapped_and_put_back_during_a_compile(first: str) -> None:
+    """A -> B -> A during a compile for A never gives A an entry compiled from B, nor B one
+    compiled from A (the compiler is given the code the cache holds when it starts)."""
+    codes = {"A": plus_one, "B": times_ten}
+    this, other = codes[first], codes["B" if first == "A" else "A"]
+
+    def fn(x: int) -> int:
+        return x + 1
+
+    fn.__code__ = this.__code__
+    f = specialize(fn, compiler=_swapping_compiler(fn, other, this), automatic_dynamic=False)
+    want = this(3)
+    assert [f(3), f(3), f(3)] == [want, want, want]
+    assert cache_of(f).stats().compiles == 1 and cache_of(f).stats().hits == 2
+
+
+def test_call_from_a_compile_with_the_code_swapped_starts_nothing_over() -> None:
+    """The compiler swaps the code, calls the function (it runs uncompiled, with the new
+    code) and leaves the new code: the entry compiled for the old code is never served for
+    the new one."""
+    def fn(x: int) -> int:
+        return x + 1
+
+    seen: list[int] = []
+    f: Any = None
+    f = specialize(fn, compiler=_swapping_compiler(fn, times_ten, times_ten,
+                                                   call=lambda: seen.append(f(1))),
+                   automatic_dynamic=False)
+    assert f(3) == 4  # this call's compile started under plus_one
+    assert seen == [10]  # the call from inside the compile ran fn as it was then
+    fn_now = fn.__code__
+    assert fn_now is times_ten.__code__
+    # the next compile is again a swapping one, this time to and from times_ten: unchanged
+    assert [f(3), f(3)] == [30, 30]

@@ -113,9 +113,12 @@ class CompileJob:
     def run(
         self, compile_id: CompileId, values: tuple[Any, ...], *, dynamic: frozenset[Source],
         static: frozenset[Source], recompile: bool, on_restart: Callable[[], None],
+        fn: Optional[Callable[..., Any]] = None,
     ) -> Compiled:
-        """Compile an entry for ``values``. Exceptions propagate unchanged."""
+        """Compile an entry for ``values`` (the request's ``fn``: ``fn``, else the job's).
+        Exceptions propagate unchanged."""
         params = self.signature.params
+        target = self.fn if fn is None else fn
         ctx = CompileContext(compile_id)
         with compile_context(ctx):
             while True:
@@ -123,7 +126,7 @@ class CompileJob:
                 try:
                     with tracing(tc), TracingContext.current_frame(self.frame):
                         artifact, request, mutated = self._attempt(
-                            tc, compile_id, values, dynamic, static, recompile
+                            tc, compile_id, values, dynamic, static, recompile, target
                         )
                     break
                 except RestartCompile as restart:
@@ -154,6 +157,7 @@ class CompileJob:
     def _attempt(
         self, tc: TracingContext, compile_id: CompileId, values: tuple[Any, ...],
         dynamic: frozenset[Source], static: frozenset[Source], recompile: bool,
+        fn: Callable[..., Any],
     ) -> tuple[Callable[..., Any], CompileRequest, bool]:
         def add(guard: Any) -> None:
             tc.guards_context.dynamo_guards.add(guard, skip=1)
@@ -172,7 +176,7 @@ class CompileJob:
         argctx = visit_arguments(add)
         before = argctx.identities()  # the compiler may visit more (globals it read)
         request = CompileRequest(
-            fn=self.fn, signature=self.signature, values=values, compile_id=compile_id,
+            fn=fn, signature=self.signature, values=values, compile_id=compile_id,
             tracing_context=tc, arg_context=argctx, static=static, recompile=recompile,
         )
         argctx.request = request

@@ -107,7 +107,7 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
         done = cache._job.run(
             compile_id, values, dynamic=cache._dynamic | cache._auto | made_dynamic,
             static=cache._static, recompile=recompile,
-            on_restart=lambda: cache._counters.bump("restarts"),
+            on_restart=lambda: cache._counters.bump("restarts"), fn=cache._compile_target(),
         )
     except BaseException as e:
         cache._counters.bump("failures")

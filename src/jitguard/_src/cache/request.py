@@ -64,7 +64,10 @@ def as_source(what: SourceLike) -> Source:
 class CompileRequest:
     """One compile of a specialized function, as its compiler sees it.
 
-    ``fn``: the function; ``arguments``: parameter name -> value for this call (defaults
+    ``fn``: the function (for a plain Python function, a copy of it holding the code the
+    compile is for, so that replacing the function's code during the compile changes
+    nothing; its globals, closure, defaults and ``__dict__`` are the function's);
+    ``arguments``: parameter name -> value for this call (defaults
     applied); ``args``/``kwargs``: the same as a call (``fn(*args, **kwargs)``);
     ``sources``: parameter name -> its ``LocalSource``; ``compile_id``; ``trace_id`` (with
     the current attempt); ``tracing_context``; ``dynamic``/``static``: the parameter names

@@ -240,6 +240,13 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     # runs, and it runs what it wraps (a compiler may inline it): the code of every plain
     # function of its ``__wrapped__`` chain (as it was when specialized) is watched too, and
     # is part of the store key ([Note: Store keys]); replacing any of them starts over.
+    # A compile is given (``request.fn``) not ``fn`` but a copy of it holding the code the
+    # cache holds when the compile starts: a swap of ``fn.__code__`` while a compile is in
+    # progress (A -> B -> A) cannot make the compiler read B for an entry kept under A. A
+    # call of the function from inside its own compile runs ``fn`` uncompiled and never
+    # starts the cache over (the entry being compiled is kept under the code it was compiled
+    # from; the next call sees the swap). What a wrapper wraps is not copied: a swap of its
+    # code put back within one compile is not seen.
     def _watch_target(self, fn: Any) -> Optional[types.FunctionType]:
         """The function whose ``__code__`` the entries come from: ``fn`` when it is a plain
         Python function (a subclass may name another)."""
@@ -268,6 +275,8 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
 
     def _miss(self, *values: Any) -> Any:
         if self._code_replaced():
+            if in_own_compile(self):  # the compile in progress keeps the code it started with
+                return self._uncompiled(values)
             self._start_over()
         note_static_types(values)  # [Note: Static types in the generated dispatcher]
         entry = self._snapshot.lookup(values)
@@ -279,10 +288,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
                 dispatch_log.debug("%s: hit %s off the fast path", self.where, entry.compile_id)
             return self.signature.forward(entry.artifact, *values)
         if in_own_compile(self):
-            self._counters.bump("misses")
-            self._counters.bump("fallbacks")
-            dispatch_log.info("%s: called from inside its own compile: runs uncompiled", self.where)
-            return self.signature.forward(self.fn, *values)
+            return self._uncompiled(values)
         with self._lock:
             if self._dirty:
                 self._drop_dead()
@@ -297,6 +303,27 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
             else:
                 target = serve_miss(self, values)
         return self.signature.forward(target, *values)
+
+    def _uncompiled(self, values: tuple[Any, ...]) -> Any:
+        """A call made from inside the function's own compile ([Note: The call path])."""
+        self._counters.bump("misses")
+        self._counters.bump("fallbacks")
+        dispatch_log.info("%s: called from inside its own compile: runs uncompiled", self.where)
+        return self.signature.forward(self.fn, *values)
+
+    def _compile_target(self) -> Callable[..., Any]:
+        """The ``request.fn`` of a compile: for a watched plain function, a copy of it whose
+        code is the one the entries are compiled from ([Note: A replaced __code__])."""
+        fn = self.fn
+        if self._watched is not fn:
+            return fn
+        assert isinstance(fn, types.FunctionType)
+        pinned = types.FunctionType(self._codes[0], fn.__globals__, fn.__name__,
+                                    fn.__defaults__, fn.__closure__)
+        pinned.__kwdefaults__ = fn.__kwdefaults__
+        pinned.__qualname__, pinned.__module__ = fn.__qualname__, fn.__module__
+        pinned.__doc__, pinned.__dict__ = fn.__doc__, fn.__dict__  # its attributes, shared
+        return pinned
 
     def _limit_reached(self) -> Optional[str]:
         """The recompile limit a miss has reached (named for the message), or None: it may
