@@ -88,6 +88,29 @@ def test_long_int_default_key_is_stable(store_dir: Any) -> None:
     assert [e.outcome for e in cache_of(f).store_events()] == ["saved"]
 
 
+def test_one_json_int_bound_for_store_keys_and_guard_sets(store_dir: Any) -> None:
+    """At the smallest ``int_max_str_digits`` Python allows, an int of JSON_INT_BITS bits is
+    guarded and stored as a JSON number, one a bit longer is not stored (its guard set says
+    why), and a default that long still gets a store key: both sides use the one bound."""
+    from jitguard._src._util import JSON_INT_BITS
+
+    edge, over = (1 << JSON_INT_BITS) - 1, 1 << JSON_INT_BITS
+    saved = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        def fn(x: Any, k: int = over) -> Any:
+            return x
+
+        f = specialize(fn, store=True, global_state=False, automatic_dynamic=False)
+        assert cache_of(f).store_key is not None
+        assert f(edge, 1) == edge and f(over, 1) == over
+        events = cache_of(f).store_events()
+        assert [e.outcome for e in events] == ["saved", "not stored"]
+        assert "JSON" in events[1].reason
+    finally:
+        sys.set_int_max_str_digits(saved)
+
+
 def _nested(depth: int, wrap: Callable[[Any], Any]) -> Any:
     value: Any = 1
     for _ in range(depth):

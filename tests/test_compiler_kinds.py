@@ -177,10 +177,12 @@ def test_equals_match_is_type_exact(built: Any, other: Any, reason: str) -> None
 
 
 def test_equals_match_nan_matches_nan() -> None:
-    """A NaN constant matches any float NaN and nothing else."""
+    """A NaN constant matches a float NaN of the same bits and nothing else: ``-nan`` (whose
+    sign ``math.copysign`` shows) is another value."""
     _, check = build(L("x"), GuardBuilder.EQUALS_MATCH, {"x": float("nan")})
     assert_accepts(check, {"x": float("nan")})
-    assert_accepts(check, {"x": -math.nan})
+    assert_accepts(check, {"x": math.nan})
+    assert_rejects(check, {"x": -math.nan}, "L['x'] == nan failed: got nan (bits fff8000000000000)")
     assert_rejects(check, {"x": 0.0}, "L['x'] == nan failed: got 0.0")
     assert_rejects(check, {"x": "nan"}, "L['x'] == nan failed: got 'nan' (str, expected float)")
 

@@ -298,3 +298,134 @@ def test_batched_hooks_dict_read_by_another_guard_is_read_once() -> None:
     objs[0]._forward_hooks = {1: 2}  # type: ignore[assignment]
     assert not agree(check, objs)
     assert [f.source_names for f in check.explain(objs)] == [("L['x'][0]._forward_hooks",)]
+
+
+def _helpers(impl: str, name: str) -> Any:
+    from jitguard._src.compiler import bulk
+
+    if impl == "c":
+        return getattr(pytest.importorskip("jitguard._src._speedups"), name)
+    return getattr(bulk, name + "_py")
+
+
+class _Plain:
+    def __init__(self) -> None:
+        self.h: dict[int, Any] = {}
+
+
+class _WithGetattr(_Plain):
+    def __getattr__(self, name: str) -> Any:
+        return {1: 2} if name == "gone" else {}
+
+
+class _Property:
+    h = property(lambda self: {1: 2})  # a data descriptor: wins over the instance dict
+
+    def __init__(self) -> None:
+        self.__dict__["h"] = {}
+
+
+class _Getattribute(_Plain):
+    def __getattribute__(self, name: str) -> Any:
+        return {1: 2} if name == "h" else object.__getattribute__(self, name)
+
+
+class _Slots:
+    __slots__ = ("h",)
+
+    def __init__(self) -> None:
+        self.h: dict[int, Any] = {}
+
+
+class _DictSub(dict):  # type: ignore[type-arg]
+    def __getitem__(self, key: Any) -> Any:
+        return {1: 2}
+
+    def __contains__(self, key: Any) -> bool:
+        return key == "claimed"
+
+
+class _DictProperty(_Plain):
+    __dict__ = property(lambda self: {"forward": 1})  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_attrs_falsy_reads_as_getattr(impl: str) -> None:
+    """The batched hooks dicts' helper reads each attribute as ``getattr`` does, in C and in
+    Python alike: a class property or ``__getattribute__`` of that name wins over the instance
+    dict, ``__getattr__`` serves a missing name, a slot is read, a dict subclass as instance
+    dict is read as the interpreter reads it (not through its ``__getitem__``); a failed read
+    raises, a value that is true is False."""
+    fn = _helpers(impl, "attrs_falsy")
+    plain = _Plain()
+    assert fn((), ) and fn(("h", "h"), plain, _WithGetattr())
+    assert not fn(("h", "gone"), plain, _WithGetattr())  # __getattr__ gives a true value
+    assert not fn(("h",), _Property()) and not fn(("h",), _Getattribute())
+    assert fn(("h",), _Slots())
+    odd = _Plain()
+    odd.__dict__ = _DictSub(h={})
+    assert fn(("h",), odd)
+    odd.h = {3: 4}
+    assert not fn(("h",), odd)
+    with pytest.raises(AttributeError):
+        fn(("missing",), plain)
+    with pytest.raises(TypeError):
+        fn(("h", "h"), plain)  # a name per value
+    _Plain.h = {5: 6}  # type: ignore[attr-defined]  # a class attribute: the instance's wins
+    try:
+        assert fn(("h",), plain)
+    finally:
+        del _Plain.h  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_attrs_falsy_sees_a_getattribute_added_during_the_reads(impl: str) -> None:
+    """A value's truth test that gives its class a ``__getattribute__`` (program code run in
+    the middle of the batch): the next read of an instance of that class goes through it."""
+    fn = _helpers(impl, "attrs_falsy")
+
+    class Obj:
+        def __init__(self, h: Any) -> None:
+            self.h = h
+
+    class Installs(dict):  # type: ignore[type-arg]
+        def __len__(self) -> int:
+            Obj.__getattribute__ = lambda self, name: {1: 2}  # type: ignore[method-assign,assignment,misc]
+            return 0
+
+    assert not fn(("h", "h"), Obj(Installs()), Obj({}))
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_dicts_exclude_reads_the_instance_dict(impl: str) -> None:
+    """NOT_PRESENT_IN_GENERIC_DICT's batch helper, in C and in Python alike: the instance
+    dict as ``object.__getattribute__(v, '__dict__')`` gives it (a class ``__dict__``
+    property's value; not a class ``__getattribute__``), each name tested with ``in`` (a
+    dict subclass's ``__contains__``); a value with no instance dict raises."""
+    fn = _helpers(impl, "dicts_exclude")
+    plain, forward = _Plain(), _Plain()
+    forward.forward = 1  # type: ignore[attr-defined]
+    assert fn(((), ("forward", "x")), plain, plain)
+    assert not fn((("forward",), ("forward",)), plain, forward)
+    assert not fn((("forward",),), _DictProperty())
+    assert fn((("forward",),), _Getattribute())
+    odd = _Plain()
+    odd.__dict__ = _DictSub()
+    assert fn((("forward",),), odd) and not fn((("claimed",),), odd)
+    with pytest.raises(AttributeError):
+        fn((("forward",),), _Slots())
+
+
+def test_not_present_in_generic_dict_is_batched() -> None:
+    """[Note: Batched leaves]: NOT_PRESENT_IN_GENERIC_DICT on several objects is one test;
+    an instance attribute set on one fails it and explain names that object."""
+    objs = [Mod(), Mod(), Mod()]
+    fn = functools.partial(GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT, attr="forward")
+    guards = [GetItemSource(L, i).make_guard(fn) for i in range(3)]
+    check = compile_guards(guards, f_locals={"x": objs}, arg_names=["x"])
+    tests = [ln for ln in check.source.splitlines() if "NOT_PRESENT_IN_GENERIC_DICT" in ln]
+    assert len(tests) == 1 and "on 3 values" in tests[0]
+    assert agree(check, objs)
+    objs[2].forward = lambda: 2  # type: ignore[method-assign]
+    assert not agree(check, objs)
+    assert [f.source_names for f in check.explain(objs)] == [("L['x'][2]",)]

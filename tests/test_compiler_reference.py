@@ -360,3 +360,42 @@ def test_equals_match_agrees_with_strict_equal(a: Any, b: Any) -> None:
                            f_locals={"v": a}, arg_names=["v"])
     assert check.fn(b) is strict_equal(b, a) is check.reference(b)
     assert check.fn(a) is True
+
+
+def _closure_over(n: Any, scale: Any) -> Any:
+    def inner() -> Any:
+        return n, scale
+
+    return inner
+
+
+def test_failure_on_a_closure_cell_names_the_variable() -> None:
+    """A failed guard on ``F.__closure__[i].cell_contents`` (and on an attribute of it) ends
+    with a hint naming the closure variable; format() adds the user stack, one line per
+    frame and source line."""
+    import traceback
+
+    from jitguard import AttrSource, CellContentsSource, ClosureSource, GetItemSource
+
+    def cell(i: int) -> Any:
+        return CellContentsSource(GetItemSource(ClosureSource(LocalSource("f")), i))
+
+    class Box:
+        scale = 2
+
+    fn = _closure_over(1, Box())
+    assert fn.__code__.co_freevars == ("n", "scale")
+    on_n = cell(0).make_guard(GuardBuilder.EQUALS_MATCH)
+    on_scale = AttrSource(AttrSource(cell(1), "scale"), "real").make_guard(GuardBuilder.EQUALS_MATCH)
+    on_n.user_stack = traceback.StackSummary.from_list([("user.py", 3, "g", "y = n + 1")])
+    check = compile_guards([on_n, on_scale], f_locals={"f": fn}, arg_names=["f"])
+    other = Box()
+    other.scale = 3
+    failures = check.explain(_closure_over(5, other))
+    assert [f.reason for f in failures] == [
+        "L['f'].__closure__[0].cell_contents == 1 failed: got 5 (HINT: guard on \"n\")",
+        "L['f'].__closure__[1].cell_contents.scale.real == 2 failed: got 3 "
+        "(HINT: guard on \"scale\".scale.real)",
+    ]
+    assert failures[0].format().splitlines()[1:] == [
+        "User stack trace:", '  File "user.py", line 3, in g', "    y = n + 1"]

@@ -57,6 +57,26 @@ def test_dict_getitem_bypasses_subclass_getitem() -> None:
     assert not check(LyingDict(k="s"))
 
 
+def test_dict_getitem_after_type_match_on_the_dict() -> None:
+    """Once an earlier TYPE_MATCH has pinned the dict as an exact dict, its items are read
+    with a plain subscript; a dict subclass then fails that test, never reaching the read.
+    A TYPE_MATCH on a subclass (whose instances may change class) pins nothing."""
+    item = DictGetItemSource(L, "k")
+    guards = [L.make_guard(GuardBuilder.TYPE_MATCH), item.make_guard(GuardBuilder.TYPE_MATCH)]
+    check = compile_guards(guards, f_locals={"x": {"k": 1}}, arg_names=["x"])
+    read = [ln for ln in check.source.splitlines() if ln.endswith("# L['x']['k']")]
+    assert len(read) == 1 and "dict_getitem" not in read[0]
+    assert check({"k": 2}) and check.reference({"k": 2})
+    for bad in ({"k": "s"}, LyingDict(k=1), {}):
+        assert not check(bad) and not check.reference(bad)
+    d = LyingDict(k=1)
+    guards = [L.make_guard(GuardBuilder.TYPE_MATCH), item.make_guard(GuardBuilder.TYPE_MATCH)]
+    check = compile_guards(guards, f_locals={"x": d}, arg_names=["x"])
+    assert "dict_getitem" in check.source
+    assert check(d) and check.reference(d)
+    assert not check(LyingDict(k="s")) and not check({"k": 1})
+
+
 def test_dict_getitem_by_key_position() -> None:
     """With a ConstDictKeySource index: the item at that key position, named as Dynamo does."""
     src = DictGetItemSource(L, ConstDictKeySource(L, 1))

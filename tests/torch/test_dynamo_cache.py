@@ -119,3 +119,50 @@ def test_accumulated_limit_is_named_when_reached() -> None:
             a(torch.ones(3))
         x = torch.ones(2)
         torch.testing.assert_close(b(x), x.tan())
+
+
+def test_regions_make_one_shared_cache_under_racing_threads() -> None:
+    """Threads asking a function's Regions for one option set at once get one shared cache
+    (made once); isolated caches added meanwhile can be listed without RuntimeError."""
+    import threading
+    import time
+
+    from jitguard._src.torch import compile as compile_mod
+    from jitguard._src.torch.dynamo_cache import Regions
+
+    class Made:
+        regions: Any = None
+
+    made: list[Any] = []
+
+    def make() -> Any:
+        time.sleep(0.01)  # a slow construction: the other threads arrive meanwhile
+        made.append(Made())
+        return made[-1]
+
+    def fn() -> None:
+        pass
+
+    got: list[Any] = []
+    listed: list[Any] = []
+    start = threading.Barrier(8)
+
+    def ask(i: int) -> None:
+        start.wait()
+        if i % 2:
+            got.append(compile_mod._cache_for(fn, ("k",), False, make))
+        else:
+            got.append(compile_mod._cache_for(fn, ("k",), True, make))
+            listed.append(len(compile_mod._shared[fn].isolated_caches()))
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    regions = compile_mod._shared[fn]
+    assert isinstance(regions, Regions)
+    shared = [c for c in got if not c.isolated]
+    assert len(shared) == 4 and all(c is shared[0] for c in shared)
+    assert len(made) == 5 and len(regions.isolated_caches()) == 4
+    assert all(c.regions is regions for c in got) and len(listed) == 4

@@ -17,7 +17,8 @@
  *   _speedups.h             the shared codes and types;
  *   _speedups_facts.c.h     key parts computed from a value (array facts, int classes);
  *   _speedups_state.c.h     the State type;
- *   _speedups_dispatch.c.h  the slot's fields and the Dispatch type;
+ *   _speedups_dispatch.c.h  the slot's fields, the Dispatch struct and its call path;
+ *   _speedups_dispatch_type.c.h  the rest of the Dispatch type;
  *   this file               the module.
  * setup.py lists the parts as the extension's depends (a change to any rebuilds it), and
  * the Makefile as prerequisites of the install.
@@ -26,6 +27,7 @@
 #include "_speedups_facts.c.h"
 #include "_speedups_state.c.h"
 #include "_speedups_dispatch.c.h"
+#include "_speedups_dispatch_type.c.h"
 
 /* ---- helpers of generated checks ([Note: Batched leaves], compiler/bulk.py) ----------- */
 
@@ -71,6 +73,159 @@ py_dicts_lack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+/* attrs_falsy(names, *values): True when ``getattr(values[i], names[i])`` is false for every
+ * i, read and tested in order, stopping at the first true one; an exception of a read or a
+ * truth test propagates. ``names`` is a tuple of str, one per value. Each read is
+ * read_attr: what a Python attribute read gives (a class's data descriptor,
+ * ``__getattribute__`` or ``__getattr__`` runs as it would), the instance dict's item read
+ * directly where that is what the generic lookup would return; the test is the ``or``
+ * chain's truth test. bulk.attrs_falsy is its meaning, in Python. */
+static getattrofunc getattr_hook;  /* the tp_getattro of a class with a Python __getattr__ */
+static PyObject *str_getattribute;  /* "__getattribute__" */
+
+/* Whether attribute reads on instances of ``tp`` are object's generic lookup: its
+ * tp_getattro is PyObject_GenericGetAttr, or the hook a class with ``__getattr__`` gets,
+ * which runs the generic lookup first when the class's ``__getattribute__`` is object's
+ * (the test CPython's hook makes itself), and ``__getattr__`` only after it failed. */
+static int
+generic_getattr(PyTypeObject *tp)
+{
+    if (tp->tp_getattro == PyObject_GenericGetAttr) {
+        return 1;
+    }
+    if (getattr_hook == NULL || tp->tp_getattro != getattr_hook) {
+        return 0;
+    }
+    PyObject *ga = _PyType_Lookup(tp, str_getattribute);
+    return ga != NULL && Py_IS_TYPE(ga, &PyWrapperDescr_Type) &&
+           ((PyWrapperDescrObject *)ga)->d_wrapped == (void *)PyObject_GenericGetAttr;
+}
+
+/* ``getattr(v, name)`` (a new reference, or NULL with an exception set). Where the generic
+ * lookup would find ``name`` in the instance dict (the type's lookup is generic and no
+ * class of its MRO has ``name``, so no descriptor comes first), it is that dict's item,
+ * read as the generic lookup reads it; anything else (a class attribute or descriptor of
+ * that name, a ``__getattribute__`` override, no instance dict, the name not in it) is
+ * PyObject_GetAttr itself. ``*ok`` caches generic_getattr for ``*tp``: the caller forgets
+ * it (``*tp = NULL``) wherever code of the program may have run since (that code could give
+ * the class a ``__getattribute__``); here, after PyObject_GetAttr. */
+static PyObject *
+read_attr(PyObject *v, PyObject *name, PyTypeObject **tp, int *ok)
+{
+    if (Py_TYPE(v) != *tp) {
+        *tp = Py_TYPE(v);
+        *ok = generic_getattr(*tp);
+    }
+    if (*ok && PyUnicode_CheckExact(name) && _PyType_Lookup(*tp, name) == NULL) {
+        PyObject **dictptr = _PyObject_GetDictPtr(v);
+        if (dictptr != NULL && *dictptr != NULL && PyDict_Check(*dictptr)) {
+            PyObject *found = PyDict_GetItemWithError(*dictptr, name);
+            if (found != NULL) {
+                return Py_NewRef(found);
+            }
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+        }
+    }
+    *tp = NULL;
+    return PyObject_GetAttr(v, name);
+}
+
+static PyObject *
+py_attrs_falsy(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != nargs - 1) {
+        PyErr_SetString(PyExc_TypeError, "attrs_falsy(names: tuple, *values), a name per value");
+        return NULL;
+    }
+    PyObject *names = args[0];
+    PyTypeObject *tp = NULL;
+    int ok = 0;
+    for (Py_ssize_t i = 1; i < nargs; i++) {
+        PyObject *v = read_attr(args[i], PyTuple_GET_ITEM(names, i - 1), &tp, &ok);
+        if (v == NULL) {
+            return NULL;
+        }
+        /* an exact dict's or OrderedDict's truth test runs no code of the program */
+        if (!PyDict_CheckExact(v) && !PyODict_CheckExact(v)) {
+            tp = NULL;
+        }
+        int truth = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if (truth != 0) {
+            if (truth < 0) {
+                return NULL;
+            }
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyObject *str_dict;  /* "__dict__" */
+
+/* dicts_exclude(attrs, *values): True when, for every i, no name of ``attrs[i]`` (a tuple
+ * of str) is ``in`` the instance dict of values[i], as ``object.__getattribute__(v,
+ * '__dict__')`` reads it (PyObject_GenericGetAttr: a type's own ``__getattribute__`` is not
+ * run) and the ``in`` operator tests it; an exception (a value without an instance dict)
+ * propagates. bulk.dicts_exclude is its meaning, in Python. */
+static PyObject *
+py_dicts_exclude(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != nargs - 1) {
+        PyErr_SetString(PyExc_TypeError, "dicts_exclude(attrs: tuple, *values), attrs per value");
+        return NULL;
+    }
+    PyObject *per_value = args[0];
+    for (Py_ssize_t i = 1; i < nargs; i++) {
+        PyObject *attrs = PyTuple_GET_ITEM(per_value, i - 1);
+        if (!PyTuple_CheckExact(attrs)) {
+            PyErr_SetString(PyExc_TypeError, "dicts_exclude: each attrs must be a tuple");
+            return NULL;
+        }
+        PyObject *d = PyObject_GenericGetAttr(args[i], str_dict);
+        if (d == NULL) {
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(attrs); j++) {
+            int has = PySequence_Contains(d, PyTuple_GET_ITEM(attrs, j));
+            if (has != 0) {
+                Py_DECREF(d);
+                if (has < 0) {
+                    return NULL;
+                }
+                Py_RETURN_FALSE;
+            }
+        }
+        Py_DECREF(d);
+    }
+    Py_RETURN_TRUE;
+}
+
+/* The tp_getattro CPython gives a class that defines ``__getattr__`` (and not
+ * ``__getattribute__``): read from a probe class made here, so no private symbol is named. */
+static int
+learn_getattr_hook(void)
+{
+    PyObject *builtins = PyEval_GetBuiltins();  /* borrowed */
+    PyObject *fn = builtins != NULL ? PyDict_GetItemString(builtins, "getattr") : NULL;
+    if (fn == NULL) {
+        return 0;  /* no fast path: every read is PyObject_GetAttr */
+    }
+    PyObject *probe = PyObject_CallFunction((PyObject *)&PyType_Type, "s(O){sO}", "_probe",
+                                            (PyObject *)&PyBaseObject_Type, "__getattr__", fn);
+    if (probe == NULL) {
+        return -1;
+    }
+    getattr_hook = ((PyTypeObject *)probe)->tp_getattro;
+    if (getattr_hook == PyObject_GenericGetAttr) {
+        getattr_hook = NULL;
+    }
+    Py_DECREF(probe);
+    return 0;
+}
+
 /* ---- the module ---------------------------------------------------------------------- */
 
 static PyMethodDef module_methods[] = {
@@ -92,6 +247,10 @@ static PyMethodDef module_methods[] = {
      "data_ptr_aligned(x, align=16) as the C path computes it (LookupError: forwarded)."},
     {"dicts_lack", (PyCFunction)(void (*)(void))py_dicts_lack, METH_FASTCALL,
      "dicts_lack(attrs, *values): no value's instance dict holds a key of attrs."},
+    {"attrs_falsy", (PyCFunction)(void (*)(void))py_attrs_falsy, METH_FASTCALL,
+     "attrs_falsy(names, *values): getattr(values[i], names[i]) is false for every i."},
+    {"dicts_exclude", (PyCFunction)(void (*)(void))py_dicts_exclude, METH_FASTCALL,
+     "dicts_exclude(attrs, *values): no name of attrs[i] is in values[i]'s instance dict."},
     {NULL},
 };
 
@@ -115,7 +274,13 @@ PyInit__speedups(void)
     str_i32 = PyUnicode_InternFromString("i32");
     str_i64 = PyUnicode_InternFromString("i64");
     str_u64 = PyUnicode_InternFromString("u64");
-    if (!str_C || !str_F || !str_A || !str_i32 || !str_i64 || !str_u64) {
+    str_dict = PyUnicode_InternFromString("__dict__");
+    str_getattribute = PyUnicode_InternFromString("__getattribute__");
+    if (!str_C || !str_F || !str_A || !str_i32 || !str_i64 || !str_u64 || !str_dict ||
+        !str_getattribute) {
+        return NULL;
+    }
+    if (learn_getattr_hook() < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&speedups_module);

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, MutableSet
 from typing import Any, Generic, Optional, TypeVar
 
-__all__ = ["SCALAR_TYPES", "OrderedSet", "all_subclasses", "constant_repr", "is_scalar_type"]
+__all__ = ["JSON_INT_BITS", "SCALAR_TYPES", "OrderedSet", "all_subclasses", "constant_repr", "is_scalar_type"]
 
 T = TypeVar("T")
 
@@ -18,6 +18,13 @@ T = TypeVar("T")
 # that needs a subset says which and why beside it.
 SCALAR_TYPES: tuple[type, ...] = (int, float, complex, str, bytes, bool, type(None))
 _SCALAR_TYPE_IDS = frozenset(id(t) for t in SCALAR_TYPES)
+
+# The longest int (in bits) that jitguard writes as a JSON number: JSON text holds ints in
+# decimal, which Python refuses to write or read past ``sys.get_int_max_str_digits()`` (640
+# digits at the least, ~2126 bits). Past it, a store key writes the int in hex
+# (store/keys.py) and a guard-set document has no portable form for it
+# (compiler/schema_values.py).
+JSON_INT_BITS = 2000
 
 
 def is_scalar_type(tp: Any) -> bool:

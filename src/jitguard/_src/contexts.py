@@ -228,7 +228,8 @@ class CompileContext:
 
     @staticmethod
     def get() -> CompileContext:
-        """The current compile context; raises ``NoCompileContextError`` outside one.
+        """The current compile context; raises ``NoCompileContextError`` (an
+        ``AssertionError``, as the specification's) outside one.
 
         The specification fails here with an unrelated ``AttributeError`` on a thread that
         never entered ``compile_context``; jitguard says what is wrong on every thread.

@@ -61,8 +61,10 @@ class GuardSchemaError(JitGuardError, ValueError):
     one ([Note: Guard set schema]); the message names the guard and what to do."""
 
 
-class NoCompileContextError(JitGuardError, RuntimeError):
-    """``CompileContext.get()`` was called outside ``compile_context``."""
+class NoCompileContextError(JitGuardError, RuntimeError, AssertionError):
+    """``CompileContext.get()`` was called outside ``compile_context``. Also an
+    ``AssertionError``: what the specification raises there, so code written against it
+    catches this too."""
 
 
 class NoTracingContextError(JitGuardError, RuntimeError):

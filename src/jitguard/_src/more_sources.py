@@ -84,6 +84,13 @@ class DictGetItemSource(Chained):
         return (f"({base}[{key}] if {bind(type, 'type')}({base}) is {bind(dict, 'dict')} "
                 f"else {getitem}({base}, {key}))")
 
+    def emit_on(self, base: str, bind: Binder, base_type: type) -> str:
+        # an exact dict, tested earlier in the check: its subscript is dict.__getitem__
+        if base_type is dict and not isinstance(self.base, TypeDictSource) \
+                and not isinstance(self.index, ConstDictKeySource):
+            return f"{base}[{bind(self.index, 'key')}]"
+        return self.emit(base, bind)
+
 
 @source_dataclass
 class ListGetItemSource(Chained):

@@ -11,6 +11,6 @@ layout and the generated dispatcher) <- ``dispatch`` (choosing dims, immutable s
 RestartCompile) <- ``reasons`` (recompile reasons, the ``jitguard.recompiles`` logger) <-
 ``stance`` (limits, ``no_recompiles``) <- ``compile`` (compiling one entry) <-
 ``observe`` (compile records, the compile/guards/dispatch logs, trace events; imports only
-``entry`` and ``reasons`` of these) <- ``specialize`` (FunctionCache, ``specialize``) <- ``explain``
-(``jitguard.explain``).
+``entry`` and ``reasons`` of these) <- ``inspection`` (FunctionCache's inspection API) <-
+``specialize`` (FunctionCache, ``specialize``) <- ``explain`` (``jitguard.explain``).
 """

@@ -10,7 +10,11 @@ May import: _util, ids, compiler.reference, cache.entry.
 # (``RecompileRecord.unexplained``). Each failure of a covered entry becomes a line
 # ``"<entry's compile id>: <reason>"``, e.g. ``0/0: L['n'] == 7 failed: got 8``, the form
 # torch.compile users know (sources keep their ``L[...]`` names), covered entries in
-# dispatch order.
+# dispatch order. A guard on a closure variable's cell names the variable
+# (``... (HINT: guard on "n")``). The logged message also gives, under each failure, the
+# user stack its guard was installed at when one is known (``User stack trace:`` and one
+# line per frame and source line, as torch's recompile log); ``reasons()`` stays one line
+# per failure.
 #
 # The explanation is lazy, so that a miss costs the same with 10 entries as with 10,000:
 # the record keeps the covered entries weakly and the call's values, and explains them
@@ -88,10 +92,17 @@ class EntryFailures:
     compile_id: Any
     failures: tuple[GuardFailure, ...]
 
-    def lines(self) -> list[str]:
+    def lines(self, *, user_stack: bool = False) -> list[str]:
+        """One line per failure; with ``user_stack``, each failure is followed by the user
+        stack its guard was installed at, when known (``User stack trace:`` then its frames,
+        one line each, as torch.compile's recompile log shows it)."""
         if not self.failures:
             return [f"{self.compile_id}: (no guard failed when re-evaluated)"]
-        return [f"{self.compile_id}: {f.reason}" for f in self.failures]
+        out = []
+        for f in self.failures:
+            text = f.format(user_stack=user_stack)
+            out.extend(f"{self.compile_id}: {text}".splitlines())
+        return out
 
 
 def explain_entry(entry: CacheEntry, values: tuple[Any, ...]) -> EntryFailures:
@@ -267,7 +278,7 @@ def format_recompile(
     """The message logged for one recompile."""
     head = f"Recompiling function {what}" + (f" as {compile_id}" if compile_id else "")
     lines = [head, "    triggered by the following guard failure(s):"]
-    lines += [f"    - {line}" for e in per_entry for line in e.lines()]
+    lines += [f"    - {line}" for e in per_entry for line in e.lines(user_stack=True)]
     if unexplained:
         lines.append(f"    {_others(unexplained)}")
     if made_dynamic:

@@ -48,8 +48,17 @@ SourceLike = Union[str, Source]
 
 
 def as_source(what: SourceLike) -> Source:
-    """A parameter name as its ``LocalSource``; a source as itself."""
-    return LocalSource(what, is_input=True) if isinstance(what, str) else what
+    """A parameter name as its ``LocalSource``; a source as itself; anything else is a
+    TypeError naming it (it failed later, as an AttributeError of the value)."""
+    if isinstance(what, str):
+        return LocalSource(what, is_input=True)
+    if not isinstance(what, Source):
+        raise TypeError(
+            f"expected a parameter name (str) or a Source, got {type(what).__name__} "
+            f"{what!r}: name the parameter, as dynamic=['x'], or pass a source such as "
+            f"AttrSource(LocalSource('x'), 'n')"
+        )
+    return what
 
 
 class CompileRequest:

@@ -1,6 +1,7 @@
-"""The specializing cache of one function (``FunctionCache``), its miss path and its
-inspection API; ``cache.decorators`` holds ``specialize`` and ``cache_of``, its public face,
-and ``cache.miss`` the part of the miss path that falls back, refuses or compiles.
+"""The specializing cache of one function (``FunctionCache``) and its miss path;
+``cache.decorators`` holds ``specialize`` and ``cache_of``, its public face, ``cache.miss``
+the part of the miss path that falls back, refuses or compiles, and ``cache.inspection``
+its inspection API (``CacheInspection``, a base class).
 
 May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` module.
 
@@ -51,18 +52,19 @@ from ..ids import CompileId
 from .compile import CompileJob, identity_compiler
 from .dispatch import RESCAN_BELOW, Snapshot, build_snapshot, choose_dims
 from .entry import CacheEntry
+from .inspection import CacheInspection
 from .keys import Dispatcher, Layout, compute_layout
 from .lru import Lru
 from .miss import in_own_compile, serve_miss
-from .observe import CompileInfo, CompileLog, dispatch_log
-from .persist import Persistence, StoreEvent, load_stored, open_persistence
+from .observe import CompileLog, dispatch_log
+from .persist import Persistence, load_stored, open_persistence
 from .policy import ArgPolicy, root_name
 from .presets import resolve_policy
-from .reasons import HISTORY, RecompileHistory, RecompileRecord, log
+from .reasons import HISTORY, RecompileHistory, log
 from .request import CompileRequest, SourceLike, as_source
 from .signature import Signature
 from .stance import check_on_limit
-from .stats import CacheStats, Counters, track
+from .stats import Counters, track
 
 __all__ = ["FunctionCache", "identity_compiler"]
 
@@ -74,7 +76,7 @@ _DEFAULT_LIMIT = 8
 _UNSET: Any = object()
 
 
-class FunctionCache(Generic[_P, _R]):
+class FunctionCache(CacheInspection, Generic[_P, _R]):
     """The entries of one specialized function, and everything known about them.
 
     Reached as ``specialized.cache`` or ``jitguard.cache_of(specialized)``. Inspection:
@@ -344,8 +346,9 @@ class FunctionCache(Generic[_P, _R]):
             victim = self._lru.victim(lambda e: self._entries.get(e.seq) is e)
             if victim is None:
                 break
-            del self._entries[victim.seq]
-            self._counters.add("dropped_hits", victim.hits)
+            with self._counters.lock:  # see [Note: Counters under threads]
+                del self._entries[victim.seq]
+                self._counters.add("dropped_hits", victim.hits)
             victim.evict(f"evicted: least recently used (maxsize={maxsize})")
             evicted.append(victim)
             self._counters.bump("evictions")
@@ -377,23 +380,15 @@ class FunctionCache(Generic[_P, _R]):
         if not dead:
             return
         for entry in dead:
-            del self._entries[entry.seq]
-            self._counters.bump("invalidations")
-            self._counters.add("dropped_hits", entry.hits)
+            with self._counters.lock:  # see [Note: Counters under threads]
+                del self._entries[entry.seq]
+                self._counters.bump("invalidations")
+                self._counters.add("dropped_hits", entry.hits)
             log.info("%s: dropped entry %s: %s", self.where, entry.compile_id,
                      entry.invalid_reason)
         self._remove(dead)
 
-    # ---- inspection -------------------------------------------------------------------
-    def entries(self) -> tuple[CacheEntry, ...]:
-        """The live entries, in dispatch order (most specific first, then oldest). Takes no
-        lock, so a compiler may call it; dead entries are left out here and dropped for good
-        on the next miss."""
-        return tuple(e for e in self._snapshot.entries if e.valid)
-
-    def compile_ids(self) -> list[CompileId]:
-        return [e.compile_id for e in self.entries()]
-
+    # ---- inspection (the rest: cache.inspection) ----------------------------------------
     def lookup(self, *args: Any, **kwargs: Any) -> Optional[CacheEntry]:
         """The entry a call with these arguments would use (None: it would miss, as every
         call does once the function's code object was replaced)."""
@@ -401,87 +396,13 @@ class FunctionCache(Generic[_P, _R]):
             return None
         return self._snapshot.lookup(self.signature.bind(*args, **kwargs))
 
-    @property
-    def recompiles(self) -> tuple[RecompileRecord, ...]:
-        """The last ``history`` recompiles (and refused recompiles at the limit), oldest
-        first ([Note: Recompile reasons])."""
-        return self._history.records()
-
-    @property
-    def recompile_counts(self) -> dict[str, int]:
-        """Every recompile record ever made (kept or not), by outcome: "compiled", "limit"
-        (refused at the recompile limit), "forbidden"."""
-        return dict(self._history.counts)
-
-    def reasons(self) -> list[str]:
-        """Every reason line of the recompiles kept, oldest first."""
-        return [line for record in self._history.records() for line in record.reasons()]
-
-    def compile_infos(self) -> tuple[CompileInfo, ...]:
-        """The last ``history`` compiles, oldest first: id, outcome, compile time, guard
-        count, the check's cost ([Note: Compile events])."""
-        return self._compile_log.recent()
-
-    def compile_info(self, entry: CacheEntry) -> Optional[CompileInfo]:
-        """The compile that made ``entry`` (None for an entry of another function)."""
-        return self._compile_log.info_of(entry)
-
-    def guard_failure_counts(self) -> dict[str, int]:
-        """``"<kind> <sources>"`` -> in how many entry rejections of the recompiles kept that
-        guard failed."""
-        return dict(self._history.failure_counts())
-
-    @property
-    def dynamic(self) -> frozenset[Source]:
-        """The sources guarded as dynamic now (declared, or made so by a recompile)."""
-        return self._dynamic | self._auto
-
-    @property
-    def static(self) -> frozenset[Source]:
-        return self._static
-
-    def stats(self) -> CacheStats:
-        entries = list(self._entries.values())
-        c = self._counters
-        compiles = c.get("compiles")
-        return CacheStats(
-            hits=sum(e.hits for e in entries) + c.get("dropped_hits"),
-            misses=c.get("misses"),
-            compiles=compiles,
-            recompiles=max(0, compiles - 1) if self._compiles else 0,
-            restarts=c.get("restarts"),
-            failures=c.get("failures"),
-            fallbacks=c.get("fallbacks"),
-            # dropped entries, and those dead since the last miss (dropped on the next)
-            invalidations=c.get("invalidations") + sum(1 for e in entries if not e.valid),
-            entries=sum(1 for e in entries if e.valid),
-            evictions=c.get("evictions"),
-        )
-
     def clear(self) -> None:
         """Forget every entry, record, count and automatic-dynamic marking."""
         with self._lock:
-            self._reset_state()
+            with self._counters.lock:  # stats() sees the counts before or after, not between
+                self._reset_state()
+                self._counters.reset()
             self._static = self._declared_static
-            self._counters.reset()
             if self._persist is not None:
                 self._persist.reset()
             self._publish([])
-
-    def store_events(self) -> tuple[StoreEvent, ...]:
-        """What happened to this function's stored entries, oldest first: loaded, rejected
-        (why), stale (why), saved, not stored ([Note: Persistent entries] 5); () without a
-        store."""
-        return self._persist.events() if self._persist is not None else ()
-
-    @property
-    def store_key(self) -> Optional[str]:
-        """The key this function's entries are stored under (None without a store)."""
-        return self._persist.key if self._persist is not None else None
-
-    def snapshot(self) -> Snapshot:
-        """The published snapshot (the dispatcher's view), for debugging."""
-        return self._snapshot
-
-    def __repr__(self) -> str:
-        return f"<FunctionCache {self.where}: {len(self._snapshot.entries)} entries>"

@@ -5,6 +5,19 @@ May import: nothing from jitguard (the standard library only).
 Hits on the fast path are counted on the entry that served them (one slot-attribute add
 under the GIL, see [Note: Dispatch by facts]); everything else is counted here, under a lock,
 so no event is lost when threads race.
+
+# [Note: Counters under threads]
+# Every count but ``hits`` is exact under threads (each event is counted under the
+# counters' lock). ``stats()`` reads under that lock too, and the cache moves a dropped
+# entry's hits into ``dropped_hits`` under it (taking the entry out of the entries it
+# sums in the same step), so a snapshot taken while other threads call never counts an
+# entry's hits twice or not at all, and counts never go backwards between two snapshots.
+# ``hits`` is approximate in one case only: a call that had already picked an entry when
+# another thread evicted or invalidated it (the fast path takes no lock) may be counted
+# as a hit and then as the miss it becomes, or its hit lost; so under threads with
+# ``maxsize`` or dying identities, ``hits + misses`` may differ from the number of calls
+# by the calls in flight at each eviction. Without evictions and invalidations the counts
+# are exact once the calls have returned.
 """
 
 from __future__ import annotations
@@ -55,34 +68,37 @@ class CacheStats:
 
 class Counters:
     """The mutable event counters of one function (all but the per-entry hits). Every event
-    is counted under a lock of its own: the events are misses and what follows them, never
-    hits, so a lock (tens of ns) is nothing beside them, and no count is lost when threads
-    race (an unlocked ``+=`` is a read, an add and a store)."""
+    is counted under ``lock``: the events are misses and what follows them, never hits, so
+    a lock (tens of ns) is nothing beside them, and no count is lost when threads race (an
+    unlocked ``+=`` is a read, an add and a store). Reentrant: the cache holds it while it
+    moves a dropped entry's hits and while ``stats()`` reads (see
+    [Note: Counters under threads])."""
 
-    __slots__ = ("_counts", "_lock")
+    __slots__ = ("_counts", "lock")
 
     NAMES = ("misses", "compiles", "restarts", "failures", "fallbacks", "invalidations",
              "dropped_hits", "evictions")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self.lock = threading.RLock()
         self.reset()
 
     def bump(self, name: str) -> None:
         """Count one event."""
-        with self._lock:
+        with self.lock:
             self._counts[name] += 1
 
     def add(self, name: str, n: int) -> None:
         """Count ``n`` events at once."""
-        with self._lock:
+        with self.lock:
             self._counts[name] += n
 
     def get(self, name: str) -> int:
         return self._counts[name]
 
     def reset(self) -> None:
-        self._counts = dict.fromkeys(self.NAMES, 0)
+        with self.lock:
+            self._counts = dict.fromkeys(self.NAMES, 0)
 
 
 _live: weakref.WeakSet[Any] = weakref.WeakSet()

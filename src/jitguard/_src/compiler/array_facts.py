@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, Optional
@@ -209,14 +210,22 @@ class InternedFact:
 
 # fact -> a weak reference to its token; a token's death takes its row out.
 _interned: dict[tuple[Any, ...], weakref.ref[InternedFact]] = {}
+# Held by the two writers of a row that must see it unchanged between a read and a write:
+# a dying token's callback (is the row still mine? then delete it) and ``intern_fact``
+# replacing a dead row. Unlocked, the callback could delete the row another thread had just
+# made for a new token: a second token of that fact would follow, and the keys made with
+# the first would never be hit again. The lookup of a live token takes no lock. Reentrant:
+# the callback may run inside ``intern_fact`` on its own thread (a collection there).
+_intern_lock = threading.RLock()
 
 
 def _forget(fact: tuple[Any, ...]) -> Callable[[weakref.ref[InternedFact]], None]:
     """The callback that takes ``fact``'s row out when its token dies (the row's own)."""
 
     def drop(ref: weakref.ref[InternedFact]) -> None:
-        if _interned.get(fact) is ref:
-            del _interned[fact]
+        with _intern_lock:
+            if _interned.get(fact) is ref:
+                del _interned[fact]
 
     return drop
 
@@ -229,12 +238,13 @@ def intern_fact(fact: tuple[Any, ...]) -> InternedFact:
         return token
     token = InternedFact(fact)
     new = weakref.ref(token, _forget(fact))
-    while True:
-        ref = _interned.setdefault(fact, new)  # one step: another thread's token wins
+    with _intern_lock:
+        ref = _interned.setdefault(fact, new)  # another thread's live token wins
         found = ref()
         if found is not None:
             return found
         _interned[fact] = new  # a dead row whose callback has not run yet
+        return token
 
 
 # ---- arrays ----------------------------------------------------------------------------

@@ -12,7 +12,6 @@ Failure texts follow the forms users know from torch.compile: ``L['n'] == 7 fail
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any, Optional
@@ -100,8 +99,8 @@ FACT_DTYPE = DispatchFact("dtype", "{dtype_key}({v})", typed="id", gate="types",
 
 class EqualsMatch(GuardKind):
     """The value equals a constant, with the same exact type (``1``, ``1.0`` and ``True``
-    differ; NaN matches NaN; ``0.0`` and ``-0.0`` differ; an enum member matches only
-    itself). See ``strict_equal``."""
+    differ; a NaN matches a NaN of the same bits (sign, payload); ``0.0`` and ``-0.0``
+    differ; an enum member matches only itself). See ``strict_equal``."""
 
     name = "EQUALS_MATCH"
     specificity = 8
@@ -129,9 +128,6 @@ class EqualsMatch(GuardKind):
         if is_scalar_type(tp) and not needs_strict(params):
             type_ok = ctx.identical(f"type({var})", Ident(tp), "type")
             return f"{type_ok} and {var} == {ctx.const(params, 'value')}"
-        if tp is float and math.isnan(params):
-            type_ok = ctx.identical(f"type({var})", Ident(tp), "type")
-            return f"{type_ok} and {var} != {var}"
         return f"{ctx.const(strict_equal, 'strict_equal')}({var}, {ctx.const(params, 'value')})"
 
     def code(self, name: str, params: Any) -> str:

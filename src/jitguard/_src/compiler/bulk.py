@@ -12,7 +12,15 @@ from typing import Any
 
 from .. import native
 
-__all__ = ["dicts_lack", "dicts_lack_py"]
+__all__ = [
+    "attrs_falsy",
+    "attrs_falsy_py",
+    "dicts_exclude",
+    "dicts_exclude_py",
+    "dicts_lack",
+    "dicts_lack_py",
+    "is_native",
+]
 
 
 def dicts_lack_py(attrs: tuple[str, ...], *values: Any) -> bool:
@@ -30,6 +38,32 @@ def dicts_lack_py(attrs: tuple[str, ...], *values: Any) -> bool:
     return True
 
 
+def attrs_falsy_py(names: tuple[str, ...], *values: Any) -> bool:
+    """True when ``getattr(values[i], names[i])`` is false for every ``i``: read and tested
+    in order, stopping at the first true one (the ``not (a.x or b.y or ...)`` chain, one
+    name per value); an exception of a read or of a truth test propagates."""
+    if len(names) != len(values):
+        raise TypeError("attrs_falsy(names: tuple, *values), a name per value")
+    for value, name in zip(values, names, strict=True):
+        if getattr(value, name):
+            return False
+    return True
+
+
+def dicts_exclude_py(attrs: tuple[tuple[str, ...], ...], *values: Any) -> bool:
+    """True when no name of ``attrs[i]`` is ``in`` the instance dict of ``values[i]``, read
+    as ``object.__getattribute__(v, '__dict__')`` (a type's own ``__getattribute__`` is not
+    run); a value without an instance dict raises AttributeError."""
+    if len(attrs) != len(values):
+        raise TypeError("dicts_exclude(attrs: tuple, *values), attrs per value")
+    for value, names in zip(values, attrs, strict=True):
+        d = object.__getattribute__(value, "__dict__")
+        for name in names:
+            if name in d:
+                return False
+    return True
+
+
 def _c_version(name: str) -> Any:
     """The C version of ``name`` when the extension is in use ([Note: Loading the
     extension])."""
@@ -37,3 +71,11 @@ def _c_version(name: str) -> Any:
 
 
 dicts_lack: Callable[..., bool] = _c_version("dicts_lack") or dicts_lack_py
+attrs_falsy: Callable[..., bool] = _c_version("attrs_falsy") or attrs_falsy_py
+dicts_exclude: Callable[..., bool] = _c_version("dicts_exclude") or dicts_exclude_py
+
+
+def is_native(helper: Callable[..., bool]) -> bool:
+    """Whether ``helper`` (one of this module's) is the C version: a kind whose per-leaf
+    Python test is faster than the Python version's loop calls the helper only then."""
+    return helper not in (dicts_lack_py, attrs_falsy_py, dicts_exclude_py)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import math
+import struct
 from typing import Any
 
 from .._util import SCALAR_TYPES
@@ -100,15 +101,27 @@ def needs_strict(value: Any) -> bool:
     return False
 
 
+_DOUBLE = struct.Struct("<d")
+
+
+def nan_bits(value: float) -> bytes:
+    """A NaN's bits: its sign and payload, which ``math.copysign`` and ``struct`` show
+    (``float("nan")`` and ``-float("nan")`` are two NaNs to a function that reads them)."""
+    return _DOUBLE.pack(value)
+
+
+CANONICAL_NAN = nan_bits(float("nan"))
+
+
 def _float_equal(a: float, b: float) -> bool:
     if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
+        return math.isnan(a) and math.isnan(b) and nan_bits(a) == nan_bits(b)
     return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
 def strict_equal(value: Any, expected: Any) -> bool:
-    """Equal with the same exact type at every level; NaN equals NaN, ``0.0`` and ``-0.0``
-    differ. So ``1``, ``1.0`` and ``True`` are three different constants,
+    """Equal with the same exact type at every level; a NaN equals a NaN of the same bits
+    (sign and payload), ``0.0`` and ``-0.0`` differ. So ``1``, ``1.0`` and ``True`` are three different constants,
     ``(1, 2) != (1.0, 2.0)``, ``slice(0, 2) != slice(0.0, 2)``, ``range(0, 4, 2) !=
     range(0, 3, 2)``, and enum members match only themselves."""
     if value is expected:

@@ -50,6 +50,9 @@ class TypeMatch(GuardKind):
     def emit(self, var: str, params: Ident, ctx: EmitContext) -> str:
         return ctx.identical(f"type({var})", params, "type")
 
+    def pins_type(self, params: Ident) -> Optional[type]:
+        return params.get() if params.alive else None
+
     def code(self, name: str, params: Ident) -> str:
         return f"type({name}) is {describe_ident(params)}"
 

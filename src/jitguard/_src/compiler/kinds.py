@@ -186,6 +186,19 @@ class GuardKind:
         is True ([Note: Batched leaves])."""
         return " and ".join(f"({self.emit(v, p, ctx)})" for v, p in zip(vars, params, strict=True))
 
+    def emit_batch_attrs(self, bases: Sequence[str], attrs: Sequence[str],
+                         params: Sequence[Any], ctx: EmitContext) -> Optional[str]:
+        """``emit_batch`` for a batch whose every value is a plain attribute read used once
+        (``bases[i].attrs[i]``, ``getattr`` semantics), handed over unread so that one call
+        can read them all; None (the default): read each, then ``emit_batch``
+        ([Note: Batched leaves]). Only asked when ``batch_reads_once`` is True."""
+        return None
+
+    def pins_type(self, params: Any) -> Optional[type]:
+        """The exact type a value that passes this guard has (TYPE_MATCH's), or None: later
+        reads in the same generated function may rely on it (``Source.emit_on``)."""
+        return None
+
     def code(self, name: Any, params: Any) -> str:
         raise NotImplementedError
 

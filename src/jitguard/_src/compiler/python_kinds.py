@@ -3,8 +3,8 @@ built-in kinds do not state: an attribute absent from an instance dict, an item 
 an empty hooks dict, a constant subclass's builtin value, a mapping's keys, and ID_MATCH under the readable names Dynamo gives it for modules,
 builtins and classes. Registered on import (``GuardBuilder.NOT_PRESENT_IN_GENERIC_DICT``).
 
-May import: errors, compiler.constants, compiler.kinds, compiler.identity_kinds,
-compiler.values.
+May import: errors, compiler.bulk, compiler.constants, compiler.kinds,
+compiler.identity_kinds, compiler.values.
 
 Failure texts restate the check in the form Dynamo prints for the same guard
 (``not ___dict_contains('forward', L['m'].__dict__)``), then say what was found.
@@ -18,6 +18,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple, Optional
 
 from ..errors import GuardKindError
+from . import bulk
 from .constants import is_constant
 from .identity_kinds import IdMatch
 from .kinds import EmitContext, GuardKind, register_guard_kind
@@ -76,6 +77,7 @@ class NotPresentInGenericDict(GuardKind):
 
     name = "NOT_PRESENT_IN_GENERIC_DICT"
     cost = 3
+    batches = True
 
     def expect(self, value: Any, guard: Any, **options: Any) -> Any:
         attrs: Any = options.pop("attrs", None)
@@ -109,6 +111,15 @@ class NotPresentInGenericDict(GuardKind):
         if len(params.attrs) == 1:
             return f"{ctx.const(params.attrs[0], 'attr')} not in {read}"
         return f"{read}.keys().isdisjoint({ctx.const(params.attrs, 'attrs')})"
+
+    def emit_batch(self, vars: Sequence[str], params: Sequence[Any], ctx: EmitContext) -> str:
+        # [Note: Batched leaves]: one C call reads every instance dict as ``holds`` does
+        # (object.__getattribute__) and tests each name with ``in``; in pure Python the
+        # per-leaf tests are faster than the helper's loop
+        if not bulk.is_native(bulk.dicts_exclude):
+            return super().emit_batch(vars, params, ctx)
+        attrs = ctx.const(tuple(p.attrs for p in params), "attrs")
+        return f"{ctx.const(bulk.dicts_exclude, 'dicts_exclude')}({attrs}, {', '.join(vars)})"
 
     def code(self, name: str, params: Any) -> str:
         return " and ".join(f"not ___dict_contains({a!r}, {name}.__dict__)" for a in params.attrs)
@@ -304,6 +315,17 @@ class EmptyHooksDict(GuardKind):
     def emit_batch(self, vars: Sequence[str], params: Sequence[None], ctx: EmitContext) -> str:
         # [Note: Batched leaves]: one truth test chain, no jump per dict
         return f"not ({' or '.join(vars)})"
+
+    def emit_batch_attrs(self, bases: Sequence[str], attrs: Sequence[str],
+                         params: Sequence[None], ctx: EmitContext) -> Optional[str]:
+        # Dynamo's hooks dicts are attributes of modules (``m._forward_hooks``): one C call
+        # makes every read (PyObject_GetAttr, what ``m._forward_hooks`` runs: a class's
+        # descriptor, __getattribute__ or __getattr__ included) and truth test, in the
+        # chain's order. The Python helper's loop is slower than the chain: not used.
+        if not bulk.is_native(bulk.attrs_falsy):
+            return None
+        names = ctx.const(tuple(attrs), "hook_attrs")
+        return f"{ctx.const(bulk.attrs_falsy, 'attrs_falsy')}({names}, {', '.join(bases)})"
 
     def code(self, name: str, params: None) -> str:
         return f"not {name}"

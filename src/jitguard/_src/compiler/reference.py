@@ -35,10 +35,17 @@ class GuardFailure:
         return self.reason
 
     def format(self, *, user_stack: bool = True) -> str:
-        """The reason, then ``User stack trace:`` and the stack when one is known."""
+        """The reason, then ``User stack trace:`` and the stack when one is known: per
+        frame ``  File "...", line N, in name`` and its source line (no column carets), the
+        form torch.compile's recompile log uses."""
         text = self.reason
         if user_stack and self.user_stack:
-            text += "\nUser stack trace:\n" + "".join(self.user_stack.format()).rstrip("\n")
+            frames = []
+            for frame in self.user_stack:
+                frames.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
+                if frame.line:
+                    frames.append(f"    {frame.line.strip()}")
+            text += "\nUser stack trace:\n" + "\n".join(frames)
         return text
 
 
@@ -120,7 +127,32 @@ def evaluate_leaf(leaf: Leaf, reader: _Reader, *, explain: bool) -> Optional[Gua
         reason = leaf.kind.reason(leaf.names(), value, leaf.params)
     except Exception as e:
         reason = f"{leaf.code()} failed (the reason could not be built: {type(e).__name__})"
+    if len(leaf.sources) == 1:
+        reason += _closure_hint(leaf.sources[0], reader)
     return _failure(leaf, reason)
+
+
+def _closure_hint(source: Source, reader: _Reader) -> str:
+    """`` (HINT: guard on "n")`` when ``source`` reads a closure variable of a function
+    (``F.__closure__[i].cell_contents``, then perhaps more): the innermost such variable,
+    by the name the function's code gives it, and the rest of the path after it
+    (``"transform".scale``). Empty when there is none or it cannot be named."""
+    for link in source.chain():
+        if not (isinstance(link, ChainedSource) and link.name().endswith(".cell_contents")):
+            continue
+        item = link.base
+        index = getattr(item, "index", None)
+        if not (isinstance(item, ChainedSource) and type(index) is int
+                and isinstance(item.base, ChainedSource)
+                and item.base.name().endswith(".__closure__")):
+            continue
+        try:
+            names = reader.read(item.base.base).__code__.co_freevars
+            var = names[index]
+        except Exception:  # not a plain function, or a read that fails: no hint
+            return ""
+        return f' (HINT: guard on "{var}"{source.name()[len(link.name()):]})'
+    return ""
 
 
 _FAILED = GuardFailure("failed", "", ())

@@ -23,12 +23,13 @@ import dataclasses
 import enum
 import json
 import math
+import struct
 import sys
 import types
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
-from .._util import all_subclasses
+from .._util import JSON_INT_BITS, all_subclasses
 from ..errors import GuardSchemaError
 from ..guards import Source
 from .values import Ident, is_long_lived, type_name
@@ -136,21 +137,20 @@ def _lookup(module: str, qualname: str) -> Any:
 # ---- values ----------------------------------------------------------------------------
 
 
-# An int longer than this has no portable form: JSON text holds ints in decimal, which
-# Python refuses to write or read past ``sys.get_int_max_str_digits()`` (640 digits at the
-# least, ~2126 bits).
-_JSON_INT_BITS = 2000
-
-
 def _encode(value: Any) -> Any:
     tp = type(value)
-    if tp is int and value.bit_length() > _JSON_INT_BITS:
+    if tp is int and value.bit_length() > JSON_INT_BITS:
         raise _Unencodable(f"an int of {value.bit_length()} bits (too long for JSON text)")
     if value is None or tp is bool or tp is int or tp is str:
         return value
     if tp is float:
         if math.isfinite(value):
             return value
+        bits = struct.pack("<d", value)
+        if math.isnan(value) and bits != struct.pack("<d", float("nan")):
+            # "nan" reads back as float("nan"): a NaN of another sign or payload would come
+            # back as another value (EQUALS_MATCH tells NaNs apart by their bits)
+            raise _Unencodable(f"a NaN of bits {bits.hex()} (only float('nan') has a JSON form)")
         return {"$": "float", "value": "nan" if math.isnan(value) else str(value)}
     if tp is list:
         return [_encode(v) for v in value]

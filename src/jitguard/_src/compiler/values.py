@@ -19,6 +19,7 @@ May import: errors, _util, compiler.constants.
 from __future__ import annotations
 
 import builtins
+import struct
 import sys
 import types
 import weakref
@@ -30,6 +31,8 @@ from .constants import is_registered_constant
 __all__ = ["Ident", "describe_ident", "is_long_lived", "show", "type_name"]
 
 _SEQUENCE_IDS = frozenset(id(t) for t in (tuple, list, frozenset))
+_DOUBLE = struct.Struct("<d")
+_NAN_BITS = _DOUBLE.pack(float("nan"))  # another NaN (-nan, a payload) is shown by its bits
 _BUILTIN_IDS = frozenset(id(v) for v in vars(builtins).values())
 
 
@@ -66,6 +69,8 @@ def is_long_lived(obj: Any) -> bool:
 def show(value: Any, limit: int = 80) -> str:
     """Text for a value in a failure reason, never running user code: ``repr`` for builtin
     scalars and small containers of them, else ``<TypeName object>``."""
+    if type(value) is float and value != value and _DOUBLE.pack(value) != _NAN_BITS:
+        return f"nan (bits {_DOUBLE.pack(value)[::-1].hex()})"  # -nan: its sign shows
     if is_scalar_type(type(value)) or (
         id(type(value)) in _SEQUENCE_IDS and len(value) <= 16
         and all(is_scalar_type(type(v)) for v in value)

@@ -11,9 +11,12 @@ See [Note: Generated check functions] in ``codegen``.
 # A kind whose guards come by the dozen on one check (Dynamo guards every hooks dict of
 # every module a graph calls, and the dimension markings of every tensor) can say
 # ``batches = True`` and write ``emit_batch``: one expression over all its leaves of the
-# function (or chunk), true iff each holds, placed where the last of them stands. Moving a
-# test later is sound (every test still runs before the function returns True) and every
-# read stays behind the tests that came before it in check order. The leaves themselves are
+# function (or chunk), true iff each holds, placed where the last of them stands (a kind
+# with ``batch_reads_once`` whose values are all plain attribute reads used once may take
+# them unread, ``emit_batch_attrs``: bases and names, for one C call that makes the reads
+# with getattr's meaning). Moving a test later is sound (every test still runs before the
+# function returns True) and every read stays behind the tests that came before it in check
+# order. The leaves themselves are
 # unchanged: ``CheckFunction.leaves``, ``explain`` and the recompile reasons go through the
 # reference evaluator leaf by leaf, so a failure still names the one guard that failed, its
 # source and its text.
@@ -28,7 +31,7 @@ from typing import Any, Optional
 from .._util import is_scalar_type
 from ..errors import GuardCompileError
 from ..guards import ChainedSource, Source
-from ..sources import is_plain_identifier
+from ..sources import AttrSource, is_plain_identifier
 from .builder import Leaf
 from .codecache import compile_generated
 from .kinds import EmitContext
@@ -49,6 +52,7 @@ __all__ = [
 # Every check function (and chunk) is compiled as ``def ___check(...)`` and renamed, so that
 # its code text does not depend on its name ([Note: Compiled-code reuse]).
 CODE_NAME = "___check"
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: instances cannot change type
 RETURN_TRUE = "        return True"
 
 
@@ -199,6 +203,9 @@ class Body:
         self._tmp = itertools.count()
         self._const = ns.const
         self._uses: dict[Source, int] = {}  # (add_all) how many leaves read each source
+        # sources whose exact type a test of this function has pinned, where instances of
+        # that type cannot change type (an immutable type: no ``__class__`` assignment)
+        self._pinned: dict[Source, type] = {}
 
     def outer(self, value: int, shown: str) -> str:
         """The name, in this function, of a value held outside it: alone, the check's own
@@ -223,7 +230,7 @@ class Body:
             return self.outer(value, source.name())
         if isinstance(source, ChainedSource):
             base = self.read(source.base)
-            expr = source.emit(base, self._const)
+            expr = self._emit(source, base)
             if expr == base:
                 values.where[source] = values.where[source.base]
                 return base
@@ -236,6 +243,14 @@ class Body:
         values.home.append(self.index)
         values.name.append(var)
         return var
+
+    def _emit(self, source: ChainedSource, base: str) -> str:
+        """``source``'s expression on its base's, cheaper where a test before it pinned the
+        base's exact type (``emit_on``)."""
+        pinned = self._pinned.get(source.base)
+        if pinned is None:
+            return source.emit(base, self._const)
+        return source.emit_on(base, self._const, pinned)
 
     def _root(self, source: Source) -> str:
         slot = source.frame_slot()
@@ -282,12 +297,37 @@ class Body:
     def add_batch(self, group: Sequence[Leaf]) -> None:
         """One test for several leaves of one batching kind ([Note: Batched leaves])."""
         kind = group[0].kind
-        names = [self._read_once(leaf.sources[0]) if kind.batch_reads_once
-                 else self.read(leaf.sources[0]) for leaf in group]
-        expr = kind.emit_batch(names, [leaf.params for leaf in group], self.ns)
+        params = [leaf.params for leaf in group]
+        expr = self._batch_of_attrs(group) if kind.batch_reads_once else None
+        if expr is None:
+            names = [self._read_once(leaf.sources[0]) if kind.batch_reads_once
+                     else self.read(leaf.sources[0]) for leaf in group]
+            expr = kind.emit_batch(names, params, self.ns)
         self.code += (f"        if not ({expr}):", "            return False")
         shown = ", ".join(leaf.sources[0].name() for leaf in group)
         self.comments += (f"{kind.name} on {len(group)} values: {shown}", "")
+
+    def _batch_of_attrs(self, group: Sequence[Leaf]) -> Optional[str]:
+        """The kind's ``emit_batch_attrs`` when every leaf's source is an attribute read
+        that ``_read_once`` would make in place as ``base.attr`` (a plain ``getattr``): the
+        bases are read, the attributes handed over unread. None otherwise."""
+        bases: list[str] = []
+        attrs: list[str] = []
+        for leaf in group:
+            source = leaf.sources[0]
+            member = getattr(source, "member", None)
+            if (
+                not isinstance(source, AttrSource) or not isinstance(member, str)
+                or source in self.values.where or self._uses.get(source, 0) != 1
+            ):
+                return None
+            base = self.read(source.base)
+            if source.emit(base, self._const) != f"{base}.{member}":
+                return None
+            bases.append(base)
+            attrs.append(member)
+        return group[0].kind.emit_batch_attrs(bases, attrs, [leaf.params for leaf in group],
+                                              self.ns)
 
     def _read_once(self, source: Source) -> str:
         """``source``'s value for a test that uses it once: the read itself, in
@@ -298,7 +338,7 @@ class Body:
             and self._uses.get(source, 0) == 1
         ):
             base = self.read(source.base)
-            expr = source.emit(base, self._const)
+            expr = self._emit(source, base)
             if expr != base:
                 return f"({expr})"
         return self.read(source)
@@ -315,6 +355,10 @@ class Body:
             return
         self.code += (f"        if not ({expr}):", "            return False")
         self.comments += (f"{kind.name}: {leaf.code()}", "")
+        if len(sources) == 1 and not kind.relational:
+            pinned = kind.pins_type(leaf.params)
+            if isinstance(pinned, type) and pinned.__flags__ & _IMMUTABLE_TYPE:
+                self._pinned[sources[0]] = pinned
 
 
 def write_function(

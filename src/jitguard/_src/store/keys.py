@@ -1,6 +1,6 @@
 """Where a stored entry is filed: the function's identity, the environment, the store's key.
 
-May import: errors, store.* (the standard library otherwise).
+May import: _util, errors, store.* (the standard library otherwise).
 
 # [Note: Store keys]
 # A function's entries are filed under one key, the SHA-256 of a canonical JSON document:
@@ -36,6 +36,8 @@ import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Optional
+
+from .._util import JSON_INT_BITS
 
 __all__ = [
     "JITGUARD_VERSION",
@@ -108,17 +110,12 @@ def _qualified(obj: Any) -> Optional[str]:
     return f"{module}:{qualname}" if current is obj else None
 
 
-# Ints longer than this are written in hex: json writes an int in decimal, which raises
-# ValueError past ``sys.get_int_max_str_digits()`` (640 digits at the least, ~2126 bits).
-_JSON_INT_BITS = 2000
-
-
 def _portable(value: Any, depth: int = 0) -> Any:
     """A JSON form of ``value`` that is the same in every process, or a type-only mark."""
     tp = type(value)
     if depth > 20:
         return ["deep", tp.__qualname__]
-    if tp is int and value.bit_length() > _JSON_INT_BITS:
+    if tp is int and value.bit_length() > JSON_INT_BITS:
         return ["int", hex(value)]  # json writes ints in decimal, limited in length
     if value is None or tp is bool or tp is int or tp is str:
         return value

@@ -76,6 +76,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 import types
 import weakref
 from collections.abc import Callable
@@ -91,6 +92,9 @@ from .dynamo_cache import DynamoCache, Regions, TorchCompiler
 __all__ = ["TorchCompiler", "compile"]
 
 _shared: weakref.WeakKeyDictionary[Any, Regions] = weakref.WeakKeyDictionary()
+# Taken to add a function's Regions (two threads compiling one function at once made two,
+# and the first one's caches were no longer shared); finding one takes no lock.
+_shared_lock = threading.Lock()
 
 def _target(obj: Any) -> tuple[types.FunctionType, Optional[Any]]:
     """The Python function to capture and the object passed as its first argument
@@ -119,7 +123,10 @@ def _cache_for(fn: types.FunctionType, key: tuple[Any, ...], isolate: bool,
     wrappers hold them), so a cache lives as long as one wrapper of it does."""
     regions = _shared.get(fn)
     if regions is None:
-        regions = _shared[fn] = Regions()
+        with _shared_lock:
+            regions = _shared.get(fn)
+            if regions is None:
+                regions = _shared[fn] = Regions()
     return regions.cache_for(key, isolate, make)
 
 

@@ -35,8 +35,10 @@ jitguard._src.torch.adapter_runtime.
 # time; each call compares ``type(obj).__call__`` with it (``Foo.__call__ = g`` or a swapped
 # ``__class__`` after compiling): another function gets a compiled wrapper of its own.
 #
-# A function's ``__code__`` is compared (by identity) on each call: replaced, the entries
-# (captures of the old code) are dropped and the new code is captured.
+# A function's ``__code__`` is compared (by identity) on each call by the cache's
+# dispatcher ([Note: A replaced __code__]; a module call's cache watches ``forward``):
+# replaced, the entries (captures of the old code) are dropped and the new code is
+# captured, at every compile stance (the first capture of the new code is no recompile).
 #
 # [Note: Compile stances]
 # ``torch.compiler.set_stance`` is read on every call (one attribute read): "force_eager"
@@ -161,24 +163,17 @@ class CompiledFunction:
             if mode == "force_eager":
                 return fn(*values, **kwargs)
             if mode == "eager_on_recompile":
-                if cache.lookup(*values, **kwargs) is None and cache.entries():
+                # a replaced __code__ starts the cache over: its first capture is no recompile
+                if (cache.lookup(*values, **kwargs) is None and cache.entries()
+                        and not cache._code_replaced()):
                     return fn(*values, **kwargs)
             elif mode == "fail_on_recompile":
                 with no_recompiles():
                     return dispatch(*values, **kwargs)
             return dispatch(*values, **kwargs)
 
-        code = [getattr(fn, "__code__", None)]
-
-        def code_changed() -> None:
-            """``fn.__code__`` was replaced: the entries captured the old code."""
-            cache.clear()
-            code[0] = fn.__code__
-
         if first is None:
             def compiled(*args: Any, **kwargs: Any) -> Any:
-                if fn.__code__ is not code[0]:
-                    code_changed()
                 if stance() == "default":
                     return dispatch(*args, **kwargs)
                 return stanced(args, kwargs)
@@ -214,8 +209,6 @@ class CompiledFunction:
 
             def compiled(*args: Any, **kwargs: Any) -> Any:
                 m = module
-                if fn.__code__ is not code[0]:
-                    code_changed()
                 if (
                     type(m).forward is fn and type(m).__call__ is plain_call
                     and stance() == "default"
@@ -240,8 +233,6 @@ class CompiledFunction:
                 return other(*args, **kwargs)
 
             def compiled(*args: Any, **kwargs: Any) -> Any:
-                if fn.__code__ is not code[0]:
-                    code_changed()
                 now = type(obj).__call__
                 if now is not fn:
                     return other_call(now, args, kwargs)
@@ -250,8 +241,6 @@ class CompiledFunction:
                 return stanced((obj, *args), kwargs)
         else:
             def compiled(*args: Any, **kwargs: Any) -> Any:
-                if fn.__code__ is not code[0]:
-                    code_changed()
                 if stance() == "default":
                     return dispatch(first, *args, **kwargs)
                 return stanced((first, *args), kwargs)

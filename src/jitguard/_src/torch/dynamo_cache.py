@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import threading
 import types
 import weakref
 from collections import Counter
@@ -295,28 +296,50 @@ def _tree_kind() -> Callable[..., Any]:
 
 class Regions:
     """The caches of one function ([Note: Shared entries]): the shared ones, one per option
-    set (``key``), and the isolated ones. Held weakly: the wrappers hold the caches."""
+    set (``key``), and the isolated ones. Held weakly: the wrappers hold the caches. Wrappers
+    of one function may be made on several threads at once (a module's hooked call is made
+    on its first call): making a cache and reading the isolated ones hold ``_lock``; finding
+    a live shared cache does not."""
 
     def __init__(self) -> None:
         self.shared: dict[Any, weakref.ref[DynamoCache]] = {}
         self.isolated: weakref.WeakSet[DynamoCache] = weakref.WeakSet()
+        # reentrant: ``make`` runs under it, and a cache's construction may ask for another
+        self._lock = threading.RLock()
 
     def shared_caches(self) -> list[DynamoCache]:
         return [c for c in (r() for r in list(self.shared.values())) if c is not None]
 
+    def isolated_caches(self) -> list[DynamoCache]:
+        """The live isolated caches (a WeakSet's iteration is a generator: another thread's
+        ``add`` during it raised RuntimeError)."""
+        with self._lock:
+            return list(self.isolated)
+
+    def _live_shared(self, key: Any) -> Optional[DynamoCache]:
+        ref = self.shared.get(key)
+        return ref() if ref is not None else None
+
     def cache_for(self, key: Any, isolate: bool,
                   make: Callable[[], DynamoCache]) -> DynamoCache:
-        if isolate:
-            cache = make()
-            self.isolated.add(cache)
-        else:
-            ref = self.shared.get(key)
-            found = ref() if ref is not None else None
+        """The shared cache of ``key`` (made once, whichever threads ask at once), or a new
+        isolated cache."""
+        if not isolate:
+            found = self._live_shared(key)
             if found is not None:
                 return found
+        with self._lock:
+            if not isolate:
+                found = self._live_shared(key)
+                if found is not None:
+                    return found
             cache = make()
-            self.shared[key] = weakref.ref(cache)
-        cache.regions, cache.key, cache.isolated = self, key, isolate
+            # complete before it is published: a lock-free reader may take it at once
+            cache.regions, cache.key, cache.isolated = self, key, isolate
+            if isolate:
+                self.isolated.add(cache)
+            else:
+                self.shared[key] = weakref.ref(cache)
         return cache
 
     def fallbacks(self, cache: DynamoCache) -> list[DynamoCache]:
@@ -401,7 +424,7 @@ class DynamoCache(FunctionCache):
         if sum(c._compiles for c in region) >= limit:
             return str(limit)
         limit_all = adapter.accumulated_recompile_limit()
-        total = sum(len(c.entries()) for c in (*regions.shared_caches(), *regions.isolated))
+        total = sum(len(c.entries()) for c in (*regions.shared_caches(), *regions.isolated_caches()))
         if total >= limit_all:
             return f"accumulated_recompile_limit={limit_all}"
         return None

@@ -1,0 +1,130 @@
+"""The inspection API of a ``FunctionCache`` (``CacheInspection``, a base class of it):
+entries, compile ids and infos, recompile records and reasons, guard failure counts, stats,
+store events and key, the snapshot. Read-only: nothing here takes the compile lock or
+changes the cache (``lookup`` and ``clear``, which touch the call path, stay in
+cache.specialize).
+
+May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` module except
+cache.specialize, cache.miss, cache.decorators and cache.explain.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..guards import Source
+from ..ids import CompileId
+from .dispatch import Snapshot
+from .entry import CacheEntry
+from .observe import CompileInfo, CompileLog
+from .persist import Persistence, StoreEvent
+from .reasons import RecompileHistory, RecompileRecord
+from .stats import CacheStats, Counters
+
+__all__ = ["CacheInspection"]
+
+
+class CacheInspection:
+    """What a ``FunctionCache`` tells about itself; the state it reads is set by
+    ``FunctionCache.__init__`` ([Note: The call path])."""
+
+    where: str
+    _snapshot: Snapshot
+    _entries: dict[int, CacheEntry]
+    _history: RecompileHistory
+    _compile_log: CompileLog
+    _counters: Counters
+    _compiles: int
+    _dynamic: frozenset[Source]
+    _auto: frozenset[Source]
+    _static: frozenset[Source]
+    _persist: Optional[Persistence]
+
+    def entries(self) -> tuple[CacheEntry, ...]:
+        """The live entries, in dispatch order (most specific first, then oldest). Takes no
+        lock, so a compiler may call it; dead entries are left out here and dropped for good
+        on the next miss."""
+        return tuple(e for e in self._snapshot.entries if e.valid)
+
+    def compile_ids(self) -> list[CompileId]:
+        return [e.compile_id for e in self.entries()]
+
+    @property
+    def recompiles(self) -> tuple[RecompileRecord, ...]:
+        """The last ``history`` recompiles (and refused recompiles at the limit), oldest
+        first ([Note: Recompile reasons])."""
+        return self._history.records()
+
+    @property
+    def recompile_counts(self) -> dict[str, int]:
+        """Every recompile record ever made (kept or not), by outcome: "compiled", "limit"
+        (refused at the recompile limit), "forbidden"."""
+        return dict(self._history.counts)
+
+    def reasons(self) -> list[str]:
+        """Every reason line of the recompiles kept, oldest first."""
+        return [line for record in self._history.records() for line in record.reasons()]
+
+    def compile_infos(self) -> tuple[CompileInfo, ...]:
+        """The last ``history`` compiles, oldest first: id, outcome, compile time, guard
+        count, the check's cost ([Note: Compile events])."""
+        return self._compile_log.recent()
+
+    def compile_info(self, entry: CacheEntry) -> Optional[CompileInfo]:
+        """The compile that made ``entry`` (None for an entry of another function)."""
+        return self._compile_log.info_of(entry)
+
+    def guard_failure_counts(self) -> dict[str, int]:
+        """``"<kind> <sources>"`` -> in how many entry rejections of the recompiles kept that
+        guard failed."""
+        return dict(self._history.failure_counts())
+
+    @property
+    def dynamic(self) -> frozenset[Source]:
+        """The sources guarded as dynamic now (declared, or made so by a recompile)."""
+        return self._dynamic | self._auto
+
+    @property
+    def static(self) -> frozenset[Source]:
+        return self._static
+
+    def stats(self) -> CacheStats:
+        """The counters now: exact under threads but for the calls in flight while an entry
+        is evicted or invalidated ([Note: Counters under threads])."""
+        c = self._counters
+        with c.lock:  # one consistent snapshot: entries and dropped_hits move together
+            entries = list(self._entries.values())
+            counts = {name: c.get(name) for name in c.NAMES}
+            hits = sum(e.hits for e in entries)
+        compiles = counts["compiles"]
+        return CacheStats(
+            hits=hits + counts["dropped_hits"],
+            misses=counts["misses"],
+            compiles=compiles,
+            recompiles=max(0, compiles - 1) if self._compiles else 0,
+            restarts=counts["restarts"],
+            failures=counts["failures"],
+            fallbacks=counts["fallbacks"],
+            # dropped entries, and those dead since the last miss (dropped on the next)
+            invalidations=counts["invalidations"] + sum(1 for e in entries if not e.valid),
+            entries=sum(1 for e in entries if e.valid),
+            evictions=counts["evictions"],
+        )
+
+    def store_events(self) -> tuple[StoreEvent, ...]:
+        """What happened to this function's stored entries, oldest first: loaded, rejected
+        (why), stale (why), saved, not stored ([Note: Persistent entries] 5); () without a
+        store."""
+        return self._persist.events() if self._persist is not None else ()
+
+    @property
+    def store_key(self) -> Optional[str]:
+        """The key this function's entries are stored under (None without a store)."""
+        return self._persist.key if self._persist is not None else None
+
+    def snapshot(self) -> Snapshot:
+        """The published snapshot (the dispatcher's view), for debugging."""
+        return self._snapshot
+
+    def __repr__(self) -> str:
+        return f"<FunctionCache {self.where}: {len(self._snapshot.entries)} entries>"
