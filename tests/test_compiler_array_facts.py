@@ -152,6 +152,44 @@ def test_one_token_per_fact(a: Any, b: Any) -> None:
             assert ta is intern_fact(fa)
 
 
+def _inline_tokens() -> dict[tuple[bool, bool], Any]:
+    """The array kinds' inline key expressions (the dispatcher's copy of array_token's hot
+    path), each as a function of the value."""
+    from jitguard._src.compiler.array_kinds import ARRAY_FACTS
+
+    out = {}
+    for options, fact in ARRAY_FACTS.items():
+        names = {n: n for n, _ in fact.consts}
+        assert fact.expr is not None
+        text = fact.expr.format(**names, v="v", type="type", id="id", len="len",
+                                tuple="tuple", dict="dict", tmp="t_")
+        out[options] = eval(f"lambda v: {text}", {**dict(fact.consts), "type": type, "id": id})
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrays)
+def test_inline_token_is_array_token(a: Any) -> None:
+    """The dispatcher's inline copy of array_token's hot path gives array_token's token, on
+    the first call (nothing cached) and after, for an array, a subclass view and an
+    ``__array_interface__`` object."""
+    class Sub(np.ndarray):
+        pass
+
+    class Iface:
+        def __init__(self, arr: Any) -> None:
+            self.__array_interface__ = arr.__array_interface__
+
+    inline = _inline_tokens()
+    for value in (a, a.view(Sub), Iface(a)):
+        for (layout, aligned), token in inline.items():
+            for _ in range(2):
+                assert token(value) is array_token(value, layout, aligned)
+    a.flags.writeable = False
+    for (layout, aligned), token in inline.items():
+        assert token(a) is array_token(a, layout, aligned)
+
+
 def test_token_follows_the_array_changed_in_place() -> None:
     """The token cache is keyed by the dtype object and the array's ndim and flags as they
     are on each call: flags, shape and dtype changed in place give the new fact's token."""

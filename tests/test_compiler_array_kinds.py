@@ -276,8 +276,8 @@ def _types_policy() -> ArgPolicy:
 
 
 def test_one_exact_key_for_many_dtypes() -> None:
-    """Entries for 8 dtypes share one exact dim: the dispatcher calls array_token once and
-    looks the key up; every call hits its own entry."""
+    """Entries for 8 dtypes share one exact dim: the dispatcher computes the token once
+    (array_token's hot path inline) and looks the key up; every call hits its own entry."""
     dtypes = ["f8", "f4", "i8", "i4", "u1", "c16", ">f8", "i2"]
     f = specialize(lambda x: x.dtype.str, policy=_types_policy(), recompile_limit=None,
                    global_state=False)  # (torch's states, once loaded, are checked apart)
@@ -287,7 +287,10 @@ def test_one_exact_key_for_many_dtypes() -> None:
     cache = cache_of(f)
     assert cache.stats().compiles == 8 and cache.stats().hits == 8
     source = cache.dispatcher.source
-    assert "dims [x:array], exact" in source and "array_token(x)]" in source
+    prefix = cache.dispatcher.sig.prefix
+    lookup = next(line for line in source.splitlines() if f"{prefix}s = " in line)
+    assert "dims [x:array], exact" in source and "array_token(x))]" in lookup
+    assert lookup.count(".flags.num") == 1
 
 
 def test_dispatch_never_calls_array_fact_on_other_types() -> None:

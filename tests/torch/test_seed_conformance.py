@@ -939,6 +939,118 @@ def test_detect_and_active_fake_mode() -> None:
         assert tg.detect_fake_mode([other]) is fm  # TORCH_DRIFT["detect_early"]
 
 
+# ---- the seed itself -----------------------------------------------------------------------
+# Where torch 2.13 drifted from the seed, the seed module itself (executed as
+# ``torch._seed_guards`` when the file is present) is the reference, with two minimal sources
+# of the seed's shape (``name()``/``guard_source()`` methods).
+
+
+@pytest.fixture(scope="module")
+def seed() -> Any:
+    """The seed torch/_guards.py, executed as a module (skips where the file is absent)."""
+    import sys
+    import types
+
+    path = _seed_file()
+    if path is None:
+        pytest.skip(f"the seed torch/_guards.py is not under {SEED_DIR} (set JITGUARD_SEED_DIR)")
+    module = types.ModuleType("torch._seed_guards")
+    module.__package__ = "torch"  # its `from ._dynamo.source import ...` is relative to torch
+    module.__file__ = str(path)
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(path.read_text().split("\n", 1)[1], str(path), "exec"), module.__dict__)
+        yield module
+    finally:
+        del sys.modules[module.__name__]
+
+
+def _seed_sources(seed: Any) -> tuple[Any, Any]:
+    @dataclasses.dataclass(frozen=True)
+    class SeedLocal(seed.Source):  # type: ignore[name-defined,misc]
+        local_name: str
+
+        def name(self) -> str:
+            return f"L[{self.local_name!r}]"
+
+        def guard_source(self) -> Any:
+            return seed.GuardSource.LOCAL
+
+    @dataclasses.dataclass(frozen=True)
+    class SeedAttr(seed.ChainedSource):  # type: ignore[name-defined,misc]
+        member: str
+
+        def name(self) -> str:
+            return f"{self.base.name()}.{self.member}"
+
+        def guard_source(self) -> Any:
+            return self.base.guard_source()
+
+    return SeedLocal, SeedAttr
+
+
+def test_seed_guard_source_and_signatures(seed: Any) -> None:
+    """Against the seed itself: GuardSource's members (no TEMP_LOCAL) and predicates, and every
+    seed class's public methods and their parameters, with no drift allowance."""
+    assert [(m.name, m.value) for m in jg.GuardSource] == [(m.name, m.value) for m in seed.GuardSource]
+    for m in seed.GuardSource:
+        for meth in _GS_METHODS:
+            assert getattr(jg.GuardSource[m.name], meth)() == getattr(m, meth)()
+    for name in SEED_NAMES:
+        theirs = getattr(seed, name)
+        if not isinstance(theirs, type):
+            continue
+        for attr, value in vars(theirs).items():
+            if attr.startswith("_") or not inspect.isfunction(value):
+                continue
+            mine = inspect.getattr_static(getattr(jg, name), attr)
+            mine = mine.__func__ if isinstance(mine, (staticmethod, classmethod)) else mine
+            assert list(inspect.signature(mine).parameters) == list(
+                inspect.signature(value).parameters), f"{name}.{attr}"
+
+
+def test_seed_guards_and_sets(seed: Any) -> None:
+    """Against the seed itself, with sources of its shape: Guard name/source/sort_key/helpers,
+    GuardsSet add/update/-, GuardsContext snapshots."""
+    SeedLocal, SeedAttr = _seed_sources(seed)
+    results = []
+    for mod, local, attr in ((jg, jg.LocalSource, jg.AttrSource), (seed, SeedLocal, SeedAttr)):
+        x = local("x")
+        guards = [mod.Guard(x, TYPE_MATCH), mod.Guard(attr(x, "a"), EQUALS_MATCH),
+                  mod.Guard(attr(attr(x, "a"), "b"), TYPE_MATCH), mod.Guard(local("y"), TYPE_MATCH)]
+        out: list[Any] = [[(g.name, g.source.name, g.is_local(), g.create_fn_name(), g.sort_key())
+                           for g in sorted(guards)]]
+        s = mod.GuardsSet()
+        s.update(guards[:2], guards[2:])
+        out.append(sorted(g.name for g in s - mod.GuardsSet({guards[0]})))
+        # (remove_guards_with_source is compared in test_guards_set: the seed's calls
+        # torch._dynamo.source.is_from_source, which walks torch's ChainedSource only.)
+        ctx = mod.GuardsContext()
+        ctx.dynamo_guards.update(guards)
+        snap = ctx.copy_graphstate()
+        ctx.dynamo_guards.add(mod.Guard(local("z"), TYPE_MATCH))
+        out.append(sorted(g.name for g in ctx.copy_graphstate().diff(snap)))
+        out.append(local("x").make_guard(TYPE_MATCH).name)
+        results.append(out)
+    assert results[0] == results[1]
+
+
+def test_seed_detect_fake_mode(seed: Any) -> None:
+    """Against the seed itself: every fake mode found must agree, the tracing context's
+    included (torch 2.13 stops at the tracing context's, TORCH_DRIFT["detect_early"])."""
+    fm, fm2 = FakeTensorMode(), FakeTensorMode()
+    fake, other = fm.from_tensor(torch.ones(2)), fm2.from_tensor(torch.ones(1))
+    for mod in (jg, seed):
+        assert mod.detect_fake_mode() is None and mod.active_fake_mode() is None
+        assert mod.detect_fake_mode([fake]) is fm
+        with mod.tracing(mod.TracingContext(fm)):
+            assert mod.detect_fake_mode([fake]) is fm
+            with pytest.raises(AssertionError):
+                mod.detect_fake_mode([other])
+            with fm2, pytest.raises(AssertionError):
+                mod.detect_fake_mode()
+
+
 def test_every_seed_name_is_exercised() -> None:
     """Each seed name is used by a differential test of this module (the list cannot go stale)."""
     text = Path(__file__).read_text()

@@ -63,7 +63,7 @@ from typing import Any, Optional
 from ..compiler.codecache import compile_generated, forget, generated_filename
 from . import fast
 from .entry import MISS_SLOT, CacheEntry, Slot
-from .layout import Layout, compute_layout, key_code, reads_code, typed_of
+from .layout import Layout, compute_layout, key_code, reads_code, static_type, type_keyed, typed_of
 from .signature import Signature
 
 __all__ = [
@@ -104,8 +104,11 @@ class KeyCode:
 
     def __init__(self, layout: Layout, generation: int, key_of: Callable[..., Any], code: Any,
                  index_name: str, nested: bool = False, source: str = "",
-                 filename: str = "") -> None:
+                 filename: str = "", type_keys: tuple[bool, ...] = ()) -> None:
         self.source = source
+        # Per dim: keyed on the type object, not its id ([Note: Static types in the
+        # generated dispatcher]).
+        self.type_keys = type_keys
         self.filename = filename
         self.layout = layout
         self.nested = nested
@@ -194,7 +197,9 @@ class KeyCode:
 
     def entry_key(self, entry: CacheEntry) -> Any:
         parts: list[Any] = []
-        for dim, hoisted in zip(self.layout.dims, self.layout.hoisted, strict=True):
+        type_keys = self.type_keys
+        for k, (dim, hoisted) in enumerate(zip(self.layout.dims, self.layout.hoisted,
+                                               strict=True)):
             if dim.union is not None:
                 part = entry.union_part(dim)
                 if part is None:
@@ -208,6 +213,11 @@ class KeyCode:
                 if comps[0] is not hoisted[1] and comps[0] != hoisted[1]:
                     return NOKEY
                 parts.extend(comps[1:])
+            elif k < len(type_keys) and type_keys[k]:
+                static = static_type(comps[0])
+                if static is None or len(comps) != 1:
+                    return NOKEY
+                parts.append(static)
             elif typed_of(dim) == "type":
                 parts.extend((id(comps[0]), *comps[1:]))
             else:
@@ -238,6 +248,7 @@ class Dispatcher:
         # use, so that the least recently used entry can be evicted.
         self.lru = tick is not None
         self.name = name if name.isidentifier() else "specialized"
+        self.fast: Optional[Any] = None  # set below, once the first generation is made
         self.ns: dict[str, Any] = dict(sig.namespace)
         self.ns.update(
             {f"{p}miss": miss, f"{p}type": type, f"{p}id": id, f"{p}len": len,
@@ -259,7 +270,7 @@ class Dispatcher:
         self._current = first
         # ---- the C hot path ([Note: The C hot path]): a separate hook, see install ----
         self.tick = tick
-        self.fast: Optional[Any] = fast.wrap(self.function, sig, miss)
+        self.fast = fast.wrap(self.function, sig, miss)
         self.public: Callable[..., Any] = self.fast if self.fast is not None else self.function
         self._install_fast(first, self.ns[first.index_name])
         if watch is not None:
@@ -283,7 +294,9 @@ class Dispatcher:
         sig, p = self.sig, self.sig.prefix
         g = next(self._generations)
         reads, names = reads_code(layout, p, g, self.ns)
-        pre, parts, key = key_code(layout, p, g, self.ns, names)
+        # Type objects as keys only where no C State reads the index (it computes ids).
+        type_keys = type_keyed(layout) if self.fast is None else ()
+        pre, parts, key = key_code(layout, p, g, self.ns, names, type_keys)
         nested = layout.exact and len(parts) > 1
         index = f"{p}index{g}"
         s, r, k, values = f"{p}s", f"{p}r", f"{p}k", sig.values
@@ -300,7 +313,10 @@ class Dispatcher:
             put(depth, f"{s}.hits += 1", "count the hit on the entry's slot")
             if self.lru:
                 put(depth, f"{s}.last = {p}tick()", "when it was last used (maxsize: LRU)")
-            put(depth, f"return {s}.artifact({sig.call})", "call the entry's artifact")
+            # Read as an attribute, then called: a slot attribute is no method, and the
+            # interpreter reads an attribute faster than it looks a method up.
+            put(depth, f"{p}a = {s}.artifact", "read as an attribute (no method lookup)")
+            put(depth, f"return {p}a({sig.call})", "call the entry's artifact")
 
         def linear(depth: int, why: str) -> None:
             put(depth, f"{k} = {p}LINEAR", why)
@@ -406,7 +422,7 @@ class Dispatcher:
         if g > 0:
             del self.ns[f"{p}fn{g}"]
         keycode = KeyCode(layout, g, self.ns.pop(f"{p}key{g}"), code, index, nested, text,
-                          filename)
+                          filename, type_keys)
         # The source stays readable while this generation is among the last few.
         weakref.finalize(keycode, forget, filename)
         self._recent.append(keycode)

@@ -17,9 +17,46 @@ from ..guards import ChainedSource, Source
 from .entry import CacheEntry
 from .facts import Dim
 
-__all__ = ["Layout", "compute_layout", "key_code", "reads_code", "typed_of"]
+__all__ = ["Layout", "compute_layout", "key_code", "note_static_types", "reads_code",
+           "static_type", "typed_of"]
 
 _SCALAR_TYPE_IDS = frozenset(id(t) for t in SCALAR_TYPES)
+
+# [Note: Static types in the generated dispatcher]
+# ``id(type(v))`` costs the pure-Python dispatcher an int allocation, and a dict lookup by
+# that fresh int a hash and a compare by value: about a third of a hit. A type the
+# interpreter never frees can be held and compared as itself instead: a *static* type (not
+# a heap type: builtins, numpy's ndarray and scalar types, anything defined in C that way)
+# lives as long as the process, so its id is never reused and holding it keeps nothing
+# alive. ``_STATIC_TYPES`` maps the id of each such type seen in a call's parameters (the
+# miss path notes them, ``note_static_types``; the builtin scalar types from the start) to
+# the type, only when its metaclass is exactly ``type`` (hashed by address, compared by
+# identity: no metaclass code can run or fake a match). With it the generated code tests a
+# hoisted type as ``type(v) is T`` (not ``id(type(v)) == id(T)``), and, in a dispatcher
+# whose index no C ``State`` reads ([Note: The C hot path] computes ids), keys a "type"
+# part on the type object itself when every keyed entry's type there is static: the part
+# is ``t if type(t := type(v)) is type else NOKEY``, so a type with another metaclass (whose
+# ``__hash__`` or ``__eq__`` could run) is never hashed and has no key, as no keyed entry
+# has its type. A heap type (a class defined in Python, which may die) keeps the id form.
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+_type_flags = type.__dict__["__flags__"].__get__
+_STATIC_TYPES: dict[int, type] = {id(t): t for t in SCALAR_TYPES}
+
+
+def note_static_types(values: Sequence[Any]) -> None:
+    """Remember the static types (with metaclass ``type``) of ``values`` ([Note: Static
+    types in the generated dispatcher]); reads no attribute of a value."""
+    known = _STATIC_TYPES
+    for value in values:
+        tp = type(value)
+        if id(tp) not in known and type(tp) is type and not _type_flags(tp) & _HEAPTYPE:
+            known[id(tp)] = tp
+
+
+def static_type(tid: Any) -> Optional[type]:
+    """The static type of id ``tid``, when one was noted ([Note: Static types in the
+    generated dispatcher]); None otherwise."""
+    return _STATIC_TYPES.get(tid) if type(tid) is int else None
 
 
 def typed_of(dim: Dim) -> Optional[str]:
@@ -131,7 +168,7 @@ def _fact_expr(spec: DispatchFact, v: str, p: str, tag: str, ns: dict[str, Any])
         ns[consts[cname]] = obj
     assert spec.expr is not None
     return spec.expr.format(**consts, v=v, type=f"{p}type", id=f"{p}id", len=f"{p}len",
-                            tuple=f"{p}tuple", dict=f"{p}dict")
+                            tuple=f"{p}tuple", dict=f"{p}dict", tmp=f"{p}x{tag}_")
 
 
 def _union_expr(dim: Dim, v: str, p: str, g: int, k: int, ns: dict[str, Any]) -> str:
@@ -156,12 +193,27 @@ def _union_expr(dim: Dim, v: str, p: str, g: int, k: int, ns: dict[str, Any]) ->
     return "(" + "".join(branches) + f"{p}NOKEY)"
 
 
+def type_keyed(layout: Layout) -> tuple[bool, ...]:
+    """Per dim, whether a dispatcher whose index no C ``State`` reads keys it on the type
+    object itself ([Note: Static types in the generated dispatcher]): a typed dim whose
+    type is the whole fact, not hoisted, every keyed entry's type there static."""
+    out = []
+    for k, (dim, hoisted) in enumerate(zip(layout.dims, layout.hoisted, strict=True)):
+        spec = dim.spec
+        out.append(bool(
+            hoisted is None and spec is not None and spec.typed == "id" and spec.expr is None
+            and spec.gate is None and layout.types is not None and layout.types[k]
+            and all(static_type(tid) is not None for tid in layout.types[k])))
+    return tuple(out)
+
+
 def key_code(
-    layout: Layout, p: str, g: int, ns: dict[str, Any], names: dict[Source, str]
+    layout: Layout, p: str, g: int, ns: dict[str, Any], names: dict[Source, str],
+    type_keys: tuple[bool, ...] = (),
 ) -> tuple[list[str], list[str], str]:
     """(precondition expressions, key part expressions, key expression) of a layout; binds
     what they need in ``ns``. A derived dim's value is the variable of its read
-    (``names``)."""
+    (``names``). ``type_keys`` (``type_keyed``): the dims keyed on the type object."""
     pre: list[str] = []
     parts: list[str] = []
     t, i = f"{p}type", f"{p}id"
@@ -179,8 +231,13 @@ def key_code(
         # for another type anyway).
         if hoisted is not None:
             name = f"{p}T{g}_{k}"
-            ns[name] = hoisted[1]
-            pre.append(f"{t}({v}) is {name}" if hoisted[0] == "is" else f"{i}({t}({v})) == {name}")
+            static = static_type(hoisted[1]) if hoisted[0] == "id" else None
+            ns[name] = static if static is not None else hoisted[1]
+            pre.append(f"{t}({v}) is {name}" if hoisted[0] == "is" or static is not None
+                       else f"{i}({t}({v})) == {name}")
+        elif k < len(type_keys) and type_keys[k]:
+            tv = f"{p}t{g}_{k}"
+            parts.append(f"({tv} if {t}({tv} := {t}({v})) is {t} else {p}NOKEY)")
         elif spec is not None and spec.typed:
             parts.append(f"{i}({t}({v}))")
             gate: Optional[frozenset[int]] = None

@@ -54,6 +54,7 @@ from .dispatch import RESCAN_BELOW, Snapshot, build_snapshot, choose_dims
 from .entry import CacheEntry
 from .inspection import CacheInspection
 from .keys import Dispatcher, Layout, compute_layout
+from .layout import note_static_types
 from .lru import Lru
 from .miss import in_own_compile, serve_miss
 from .observe import CompileLog, dispatch_log
@@ -257,6 +258,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     def _miss(self, *values: Any) -> Any:
         if self._code_replaced():
             self._start_over()
+        note_static_types(values)  # [Note: Static types in the generated dispatcher]
         entry = self._snapshot.lookup(values)
         if entry is not None:
             entry.slow_hits += 1

@@ -39,8 +39,10 @@ is told apart without it).
 # ``array_token`` remembers the token of an exact ndarray by its dtype object and a small
 # code of its ndim and the flags the fact reads (``_dtype_keys``), for dtypes without
 # metadata or fields anywhere (immutable: see below); any other array computes the fact and
-# looks it up in the table on every call. The C path keeps the same tokens in a small table
-# of its own, by the dtype's address (held) and the same code.
+# looks it up in the table on every call. The generated Python dispatcher computes that hot
+# path inline (the array kinds' key expression, compiler.array_kinds: the same reads of an
+# exact ndarray, ``array_token`` itself for anything else). The C path keeps the same tokens
+# in a small table of its own, by the dtype's address (held) and the same code.
 #
 # ``dtype_key(d)`` is ``(type(d), core, metadata)``: two dtypes are the same exactly when
 # their keys are equal. numpy's own ``==`` is looser: it ignores metadata (h5py marks
@@ -324,6 +326,13 @@ def array_fact(x: Any, layout: bool = True, aligned: bool = False) -> tuple[Any,
 # (bits 4-5 are never in a mask): one code, one fact, for one (immutable) dtype. The C path
 # computes the same codes (_speedups_tokens.c.h).
 _MASKS = (_WRITEABLE, _WRITEABLE | 3, _WRITEABLE | _ALIGNED, _WRITEABLE | _ALIGNED | 3)
+MASKS = _MASKS  # the dispatcher's inline copy of array_token's hot path uses them too
+
+
+def dtype_cache() -> dict[int, tuple[Any, tuple[Any, ...], dict[int, Any]]]:
+    """The dtype cache itself (``id(dtype) -> (dtype, key, tokens)``; cleared, never
+    rebound), which the dispatcher's inline copy of array_token's hot path reads."""
+    return _dtype_keys
 
 
 def _token_slow(x: Any, layout: bool, aligned: bool) -> InternedFact:

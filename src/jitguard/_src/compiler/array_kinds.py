@@ -22,6 +22,7 @@ from collections.abc import Hashable
 from typing import Any, NamedTuple, Optional
 
 from ..errors import GuardKindError
+from . import array_facts
 from .array_facts import TOKEN_FUNCTIONS, array_dtype, array_fact, array_token, intern_fact
 from .kinds import DispatchFact, EmitContext, GuardKind, register_guard_kind
 from .values import Ident, describe_ident, type_name
@@ -29,12 +30,28 @@ from .values import Ident, describe_ident, type_name
 __all__ = ["ARRAY_FACTS", "ArrayMatch", "ArraySpec"]
 
 # One fact per option set; see [Note: Kinds own their cache data]. The type is the fact's
-# first part ("id"), so the dispatcher tests it (hoisted, or as a gate) before it calls
+# first part ("id"), so the dispatcher tests it (hoisted, or as a gate) before it computes
 # array_token (bound to the options: one argument), which reads the value's attributes.
+# The key part is array_token's own hot path written inline (a Python call costs about as
+# much as the reads): for an exact ndarray whose dtype array_facts' cache holds, the token
+# remembered for the code of its ndim and flags; anything else (another type, a dtype or a
+# code not cached yet) calls array_token itself. Same reads, same answer.
+
+
+def _token_expr(layout: bool, aligned: bool) -> str:
+    sel = (1 if layout else 0) | (2 if aligned else 0)
+    code = f"({{v}}.flags.num & {array_facts.MASKS[sel]}) | {sel << 4} | {{v}}.ndim << 16"
+    return (f"(({{tmp}}h[2].get({code}) or {{array_token}}({{v}})) "
+            f"if {{type}}({{v}}) is {{facts}}._ndarray "
+            f"and ({{tmp}}h := {{dtype_keys}}.get({{id}}(({{tmp}}d := {{v}}.dtype)))) is not None "
+            f"and {{tmp}}h[0] is {{tmp}}d else {{array_token}}({{v}}))")
+
+
 ARRAY_FACTS = {
     (layout, aligned): DispatchFact(
-        name, "{array_token}({v})", typed="id", gate="types", spread=True,
-        consts=(("array_token", TOKEN_FUNCTIONS[layout, aligned]),))
+        name, _token_expr(layout, aligned), typed="id", gate="types", spread=True,
+        consts=(("array_token", TOKEN_FUNCTIONS[layout, aligned]), ("facts", array_facts),
+                ("dtype_keys", array_facts.dtype_cache())))
     for (layout, aligned), name in (((True, False), "array"), ((True, True), "array_aligned"),
                                     ((False, False), "array_any_layout"),
                                     ((False, True), "array_any_layout_aligned"))

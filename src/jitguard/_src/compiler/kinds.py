@@ -90,6 +90,8 @@ class DispatchFact(NamedTuple):
     ``name``: the fact's name (what ``kind.fact(params)`` returns first). ``expr``: the key
     part, a Python expression over ``{v}`` (the parameter) and the builtins ``{type}``,
     ``{id}``, ``{len}``, ``{tuple}``, ``{dict}``; None when the type is the whole fact.
+    ``{tmp}`` is a prefix for local names the expression assigns (``({tmp}d := ...)``),
+    its own per key part.
     ``typed``: the expected fact's first part is the value's type (``"type"``: the type
     itself, ``"id"``: its id): the dispatcher tests it first, or keys on ``id(type(v))``.
     ``gate``: ``expr`` runs code of the value's type (its ``__hash__``, ``__len__``), so it
@@ -259,7 +261,7 @@ class RelationalKind(GuardKind):
         raise NotImplementedError
 
 
-_EXPR_NAMES = frozenset({"v", "type", "id", "len", "tuple", "dict"})  # DispatchFact.expr's own
+_EXPR_NAMES = frozenset({"v", "type", "id", "len", "tuple", "dict", "tmp"})  # DispatchFact.expr's own
 _kinds: dict[str, GuardKind] = {}
 _facts: dict[str, DispatchFact] = {}
 _create_fns: dict[str, Callable[..., Any]] = {}
