@@ -364,20 +364,49 @@ def test_decorator_from_another_module_with_closure() -> None:
 # ---- reads torch leaves unguarded ---------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="x.is_leaf (and x.grad_fn) is read from the capture's fake tensor and baked in; "
-    "neither Dynamo nor jitguard's TENSOR_MATCH guards it (torch.compile is stale too), and "
-    "guarding it on every requires_grad tensor would add a check per parameter",
-)
 def test_is_leaf_read() -> None:
-    """A branch on ``x.is_leaf``: a leaf, then a non-leaf of the same metadata."""
+    """A branch on ``x.is_leaf``: a leaf, then a non-leaf of the same metadata, then a leaf."""
     f2 = lambda x: x * 2 if x.is_leaf else x * 3
     cf = jgt.compile(f2)
     a = torch.ones(3, requires_grad=True)
     same(cf(a), f2(a))
     b = a * 1
     same(cf(b), f2(b))
+    same(cf(a), f2(a))
+
+
+def test_grad_fn_read() -> None:
+    """A branch on ``x.grad_fn is None``: a non-leaf first, then a leaf."""
+    f2 = lambda x: x * 2 if x.grad_fn is None else x * 3
+    cf = jgt.compile(f2)
+    a = torch.ones(3, requires_grad=True)
+    same(cf(a * 1), f2(a * 1))
+    same(cf(a), f2(a))
+
+
+def test_leafness_read_under_a_counting_mode() -> None:
+    """The leafness guard is read past a torch function mode: counts equal eager's."""
+    from torch.overrides import TorchFunctionMode
+
+    class Count(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    f2 = lambda x: x * 2
+    cf = jgt.compile(f2)
+    a = torch.ones(3, requires_grad=True)
+    cf(a)
+    with Count() as c1:
+        got = cf(a)
+    with Count() as c2:
+        want = f2(a)
+    same(got, want)
+    assert c1.n == c2.n
 
 
 @pytest.mark.xfail(
