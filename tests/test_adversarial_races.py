@@ -101,3 +101,96 @@ def test_stats_read_while_threads_evict_never_go_backwards(dispatch_mode: str) -
     assert not bad, bad[:2]
     final = cache_of(f).stats()
     assert final.evictions > 0 and final.entries <= 3
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_threads_with_dying_identities_and_eviction_agree_with_the_function(
+        dispatch_mode: str) -> None:
+    """Threads calling with fresh objects (guarded by identity, dying right after), values
+    of confusable types and maxsize=1, while another thread clears the cache: every answer
+    is the plain function's, and no weakref callback raises."""
+    import sys
+
+    from jitguard import cache_of, specialize
+
+    class Box:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    def describe(x: Any) -> Any:
+        return (type(x).__name__, x.v if type(x) is Box else repr(x))
+
+    def memo(request: Any) -> Any:
+        result = request.fn(*request.args)
+        return lambda *a: result
+
+    f = specialize(describe, compiler=memo, maxsize=1, automatic_dynamic=False,
+                   recompile_limit=None, global_state=False)
+    wrong: list[Any] = []
+    done = threading.Event()
+
+    def work(step: int) -> None:
+        for i in range(300):
+            x = [Box(i), i % 3, float(i % 3), bool(i % 2), str(i % 3)][(i * step) % 5]
+            got = f(x)
+            if got != describe(x):
+                wrong.append((x, got))
+            del x
+
+    def clear() -> None:
+        while not done.is_set():
+            cache_of(f).clear()
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        clearer = threading.Thread(target=clear)
+        clearer.start()
+        workers = [threading.Thread(target=work, args=(s,)) for s in (1, 2, 3)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+    finally:
+        done.set()
+        clearer.join()
+        sys.setswitchinterval(old)
+    assert not wrong, wrong[:3]
+
+
+def test_an_object_dying_while_its_check_is_generated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An object a check binds by identity dies while the check's code is being generated
+    (a collection, another thread; its death callback is run at that point): no exception
+    escapes the callback, and the check fails from then on."""
+    import sys
+
+    from jitguard import GuardBuilder, LocalSource, compile_guards
+    from jitguard._src.compiler import check as check_mod
+
+    class Obj:
+        pass
+
+    obj = Obj()
+    real = check_mod.generate
+
+    def generate_then_kill(*args: Any, on_weak: Any, **kwargs: Any) -> Any:
+        bound: list[Any] = []
+
+        def spy(ident: Any, *rest: Any) -> None:
+            bound.append(ident)
+            on_weak(ident, *rest)
+
+        code = real(*args, on_weak=spy, **kwargs)
+        for ident in bound:  # what its death runs, at this point of the construction
+            ident._died(None)
+        return code
+
+    monkeypatch.setattr(check_mod, "generate", generate_then_kill)
+    raised: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", raised.append)
+    x = LocalSource("x")
+    check = compile_guards([x.make_guard(GuardBuilder.ID_MATCH)], f_locals={"x": obj},
+                           arg_names=("x",), check_frame=False)
+    assert not raised, [r.exc_value for r in raised]
+    assert not check.valid and "deallocated" in str(check.invalid_reason)
+    assert check.fn(obj) is False and check.fn(Obj()) is False

@@ -397,6 +397,36 @@ def test_attrs_falsy_sees_a_getattribute_added_during_the_reads(impl: str) -> No
 
 
 @pytest.mark.parametrize("impl", ["c", "python"])
+def test_attrs_falsy_sees_a_getattribute_added_by_a_dict_key(impl: str) -> None:
+    """A key of an instance dict whose ``__eq__`` (run by the lookup of a colliding name)
+    gives the class a ``__getattribute__``: the next read of an instance of that class goes
+    through it."""
+    fn = _helpers(impl, "attrs_falsy")
+
+    class Obj:
+        pass
+
+    class Key:
+        armed = False
+
+        def __hash__(self) -> int:
+            return hash("h")
+
+        def __eq__(self, other: object) -> bool:
+            if Key.armed:
+                Obj.__getattribute__ = lambda self, name: {1: 2}  # type: ignore[method-assign,assignment,misc]
+            return False
+
+    first, second = Obj(), Obj()
+    first.__dict__[Key()] = 0  # probed before "h", whose hash it shares
+    first.h = {}  # type: ignore[attr-defined]
+    second.h = {}  # type: ignore[attr-defined]
+    Key.armed = True
+    assert not fn(("h", "h"), first, second)
+    assert "__getattribute__" in Obj.__dict__  # the key's __eq__ did run
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
 def test_dicts_exclude_reads_the_instance_dict(impl: str) -> None:
     """NOT_PRESENT_IN_GENERIC_DICT's batch helper, in C and in Python alike: the instance
     dict as ``object.__getattribute__(v, '__dict__')`` gives it (a class ``__dict__``

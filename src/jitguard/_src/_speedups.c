@@ -101,22 +101,58 @@ generic_getattr(PyTypeObject *tp)
            ((PyWrapperDescrObject *)ga)->d_wrapped == (void *)PyObject_GenericGetAttr;
 }
 
+/* What read_attr learned of the last type it read from, while that type's version tag is
+ * the same: CPython gives a type a new tag whenever it or a class of its MRO is modified
+ * (an attribute set or deleted, ``__bases__`` assigned), the invariant its own method cache
+ * and inline caches rest on; so a ``__getattribute__`` or a class attribute added by code
+ * that ran in between (a dict key's ``__eq__``, a truth test) is seen. A type without a
+ * valid tag is not cached. */
+typedef struct {
+    PyTypeObject *tp;
+    unsigned int tag;
+    int generic;          /* generic_getattr(tp) */
+    PyObject *name;       /* the last name looked up in tp's MRO */
+    int unclaimed;        /* no class of tp's MRO has ``name`` */
+} ReadCache;
+
+static inline int
+cache_holds(const ReadCache *rc, PyTypeObject *tp)
+{
+    return tp == rc->tp && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) &&
+           tp->tp_version_tag == rc->tag;
+}
+
 /* ``getattr(v, name)`` (a new reference, or NULL with an exception set). Where the generic
  * lookup would find ``name`` in the instance dict (the type's lookup is generic and no
  * class of its MRO has ``name``, so no descriptor comes first), it is that dict's item,
  * read as the generic lookup reads it; anything else (a class attribute or descriptor of
  * that name, a ``__getattribute__`` override, no instance dict, the name not in it) is
- * PyObject_GetAttr itself. ``*ok`` caches generic_getattr for ``*tp``: the caller forgets
- * it (``*tp = NULL``) wherever code of the program may have run since (that code could give
- * the class a ``__getattribute__``); here, after PyObject_GetAttr. */
+ * PyObject_GetAttr itself. */
 static PyObject *
-read_attr(PyObject *v, PyObject *name, PyTypeObject **tp, int *ok)
+read_attr(PyObject *v, PyObject *name, ReadCache *rc)
 {
-    if (Py_TYPE(v) != *tp) {
-        *tp = Py_TYPE(v);
-        *ok = generic_getattr(*tp);
+    PyTypeObject *tp = Py_TYPE(v);
+    if (!PyUnicode_CheckExact(name)) {
+        return PyObject_GetAttr(v, name);
     }
-    if (*ok && PyUnicode_CheckExact(name) && _PyType_Lookup(*tp, name) == NULL) {
+    if (!cache_holds(rc, tp)) {
+        rc->tp = NULL;
+        rc->generic = generic_getattr(tp);
+        rc->unclaimed = rc->generic && _PyType_Lookup(tp, name) == NULL;
+        rc->name = name;
+        if (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) {
+            rc->tp = tp;
+            rc->tag = tp->tp_version_tag;
+        }
+    }
+    else if (rc->generic && name != rc->name) {
+        rc->unclaimed = _PyType_Lookup(tp, name) == NULL;
+        rc->name = name;
+        if (!cache_holds(rc, tp)) {  /* the lookup assigned no tag: forget the type */
+            rc->tp = NULL;
+        }
+    }
+    if (rc->generic && rc->unclaimed) {
         PyObject **dictptr = _PyObject_GetDictPtr(v);
         if (dictptr != NULL && *dictptr != NULL && PyDict_Check(*dictptr)) {
             PyObject *found = PyDict_GetItemWithError(*dictptr, name);
@@ -128,7 +164,6 @@ read_attr(PyObject *v, PyObject *name, PyTypeObject **tp, int *ok)
             }
         }
     }
-    *tp = NULL;
     return PyObject_GetAttr(v, name);
 }
 
@@ -140,18 +175,15 @@ py_attrs_falsy(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *names = args[0];
-    PyTypeObject *tp = NULL;
-    int ok = 0;
+    ReadCache rc = {NULL, 0, 0, NULL, 0};
     for (Py_ssize_t i = 1; i < nargs; i++) {
-        PyObject *v = read_attr(args[i], PyTuple_GET_ITEM(names, i - 1), &tp, &ok);
+        PyObject *v = read_attr(args[i], PyTuple_GET_ITEM(names, i - 1), &rc);
         if (v == NULL) {
             return NULL;
         }
-        /* an exact dict's or OrderedDict's truth test runs no code of the program */
-        if (!PyDict_CheckExact(v) && !PyODict_CheckExact(v)) {
-            tp = NULL;
-        }
-        int truth = PyObject_IsTrue(v);
+        /* an exact dict's or OrderedDict's truth is its size (no code of the program) */
+        int truth = (PyDict_CheckExact(v) || PyODict_CheckExact(v)) ? PyDict_GET_SIZE(v) != 0
+                                                                    : PyObject_IsTrue(v);
         Py_DECREF(v);
         if (truth != 0) {
             if (truth < 0) {

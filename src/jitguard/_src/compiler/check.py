@@ -78,6 +78,11 @@ class CheckFunction:
         # binds, whose weakref callback re-enters invalidate() on the same thread.
         self._lock = threading.RLock()
         self._idents: list[Ident] = []
+        # Set once the generated code is bound. An object bound weakly may die while the
+        # code is generated (a collection, another thread): ``invalidate`` then only marks
+        # the check, and the end of ``__init__`` makes the bound code fail.
+        self._namespaces: list[dict[str, Any]] = []
+        self._built = False
         self_ref = weakref.ref(self)
         holders: dict[int, list[str]] = {}
 
@@ -100,8 +105,12 @@ class CheckFunction:
         # Every file registered in linecache: the check function's, then its chunks' (see
         # [Note: Chunked checks]); one unless the check is large.
         self.filenames = tuple(f for f, _ in code.parts)
-        self._namespaces = code.namespaces
         weakref.finalize(self, forget, *self.filenames)
+        with self._lock:
+            self._namespaces = code.namespaces
+            self._built = True
+            if not self.valid:  # an object it binds died while it was being generated
+                self._fail_from_now_on()
 
     def __call__(self, *args: Any) -> bool:
         return self.fn(*args)
@@ -167,17 +176,21 @@ class CheckFunction:
                 return
             self.valid = False
             self.invalid_reason = reason
-            for namespace in self._namespaces:
-                for name, value in list(namespace.items()):
-                    if name.startswith("___id_") and isinstance(value, int):
-                        namespace[name] = -1
-            # Whoever took ``check.fn`` before (a cache entry) still calls the generated
-            # function: give it a body that fails, whatever it binds by identity.
-            self.fn.__code__ = _always_false.__code__
-            self.fn = _always_false
+            if self._built:
+                self._fail_from_now_on()
             callbacks, self._callbacks = self._callbacks, []
         for cb in callbacks:
             cb(self)
+
+    def _fail_from_now_on(self) -> None:
+        for namespace in self._namespaces:
+            for name, value in list(namespace.items()):
+                if name.startswith("___id_") and isinstance(value, int):
+                    namespace[name] = -1
+        # Whoever took ``check.fn`` before (a cache entry) still calls the generated
+        # function: give it a body that fails, whatever it binds by identity.
+        self.fn.__code__ = _always_false.__code__
+        self.fn = _always_false
 
     def __repr__(self) -> str:
         state = "valid" if self.valid else f"invalid: {self.invalid_reason}"
