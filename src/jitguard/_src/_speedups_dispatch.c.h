@@ -69,6 +69,8 @@ typedef struct {
     State *state;
     PyObject *watched;     /* the specialized Python function, or NULL */
     PyObject *code;        /* its __code__ when the entries were compiled */
+    PyObject *more_watched;  /* a tuple of the functions it wraps, or NULL */
+    PyObject *more_codes;    /* a tuple of their __code__ when the entries were compiled */
     unsigned long long fast_hits;  /* calls served here */
     unsigned long long forwards;   /* calls forwarded to the Python dispatcher */
 } Dispatch;
@@ -185,6 +187,26 @@ residual_holds(PyObject *slot, PyObject *const *args, Py_ssize_t nargs)
     return t;
 }
 
+/* Whether the ``__code__`` of a watched function was replaced ([Note: A replaced
+ * __code__]): no code runs, pointer compares only. */
+static inline int
+code_replaced(Dispatch *self)
+{
+    if (((PyFunctionObject *)self->watched)->func_code != self->code) {
+        return 1;
+    }
+    if (self->more_watched != NULL) {
+        Py_ssize_t n = PyTuple_GET_SIZE(self->more_watched);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *f = PyTuple_GET_ITEM(self->more_watched, i);
+            if (((PyFunctionObject *)f)->func_code != PyTuple_GET_ITEM(self->more_codes, i)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* ``d[key]`` as a new reference, KeyError as Python raises it. */
 static PyObject *
 get_item(PyObject *d, PyObject *key)
@@ -206,7 +228,7 @@ Dispatch_vectorcall(Dispatch *self, PyObject *const *args, size_t nargsf, PyObje
     State *st = self->state;
     /* A replaced __code__ ([Note: A replaced __code__]): the Python dispatcher sees it. */
     if (st == NULL || st->mode == MODE_FORWARD || nargs != self->nargs || slot_type == NULL ||
-        (self->watched != NULL && ((PyFunctionObject *)self->watched)->func_code != self->code) ||
+        (self->watched != NULL && code_replaced(self)) ||
         (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
         return forward(self, args, nargsf, kwnames);
     }
