@@ -5,15 +5,25 @@ from the old code returns a stale answer if it is ever served after the swap."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import json
 import marshal
+import os
+import subprocess
+import sys
 import threading
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jitguard import CompileRequest, cache_of, specialize
+from jitguard._src.cache import fast
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 pytestmark = pytest.mark.usefixtures("dispatch_mode")
 
@@ -145,3 +155,123 @@ def test_lookup_after_replaced_code_names_no_entry() -> None:
     fn.__code__ = times_ten.__code__
     assert cache_of(f).lookup(1) is None
     assert f(1) == 10 and cache_of(f).lookup(1) is not None
+
+
+# ---- a functools.wraps wrapper: its code and the code of what it wraps ---------------------
+
+
+def inlining(request: CompileRequest) -> Callable[..., Any]:
+    """Compile through a wrapper into what it wraps, as a tracing JIT inlines it: a new
+    function of the innermost code as it is now."""
+    return from_code(types.SimpleNamespace(fn=inspect.unwrap(request.fn)))  # type: ignore[arg-type]
+
+
+def _wraps(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _wraps_times_ten(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs) * 10
+
+    return wrapper
+
+
+def test_wrapped_function_code_replaced_is_never_served_stale() -> None:
+    """A ``functools.wraps`` wrapper is watched by its own code and by the code of what it
+    wraps: replacing the wrapped function's ``__code__`` starts the cache over."""
+    def fn(x: int) -> int:
+        return x + 1
+
+    f = specialize(_wraps(fn), compiler=inlining, automatic_dynamic=False)
+    assert [f(1), f(1)] == [2, 2]
+    fn.__code__ = times_ten.__code__
+    assert cache_of(f).lookup(1) is None
+    assert [f(1), f(1), f(2)] == [10, 10, 20]
+    fn.__code__ = plus_one.__code__
+    assert [f(1), f(1)] == [2, 2]
+    assert cache_of(f).stats().compiles == 1 and cache_of(f).stats().hits == 1
+
+
+def test_wrapper_code_replaced_is_never_served_stale() -> None:
+    """Replacing the wrapper's own ``__code__`` starts the cache over too (the code that
+    runs is the wrapper's)."""
+    def fn(x: int) -> int:
+        return x + 1
+
+    wrapper = _wraps(fn)
+    f = specialize(wrapper, compiler=from_code, automatic_dynamic=False)
+    assert [f(1), f(1)] == [2, 2]
+    wrapper.__code__ = _wraps_times_ten(fn).__code__
+    assert [f(1), f(1), f(2)] == [20, 20, 30]
+
+
+def test_wrapper_store_key_covers_both_codes(store_dir: Any) -> None:
+    """With a store, the key of a wrapper's entries changes when either code is replaced,
+    and the cache that starts over loads nothing stored under the old codes."""
+    def fn(x: int) -> int:
+        return x + 1
+
+    wrapper = _wraps(fn)
+    f = specialize(wrapper, automatic_dynamic=False, global_state=False, store=store_dir)
+    assert f(1) == 2
+    keys = [cache_of(f).store_key]
+    fn.__code__ = times_ten.__code__
+    assert f(1) == 10
+    keys.append(cache_of(f).store_key)
+    wrapper.__code__ = _wraps_times_ten(fn).__code__
+    assert f(1) == 100
+    keys.append(cache_of(f).store_key)
+    assert len(set(keys)) == 3
+    outcomes = [e.outcome for e in cache_of(f).store_events()]
+    assert outcomes.count("saved") == 3 and "loaded" not in outcomes
+
+
+WRAPPED_MODULE = '''
+import functools, os, sys, json
+import jitguard
+
+def fn(x):
+    return x + {inner}
+
+def wrap(g):
+    @functools.wraps(g)
+    def wrapper(*args, **kwargs):
+        return g(*args, **kwargs) * {outer}
+    return wrapper
+
+f = jitguard.specialize(wrap(fn), automatic_dynamic=False, global_state=False, store=True)
+result = f(1)
+events = [e.outcome for e in jitguard.cache_of(f).store_events() if e.outcome != "stale"]
+print(json.dumps({{"result": result, "events": events}}))
+'''
+
+
+def _run_wrapped(tmp_path: Any, inner: int, outer: int) -> dict[str, Any]:
+    path = tmp_path / "wrapped.py"
+    path.write_text(WRAPPED_MODULE.format(inner=inner, outer=outer))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JITGUARD_")}
+    env["JITGUARD_CACHE_DIR"] = os.environ["JITGUARD_CACHE_DIR"]
+    env["PYTHONPATH"] = SRC
+    if not fast.speedups_enabled():
+        env["JITGUARD_PURE_PYTHON"] = "1"
+    out = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
+
+
+def test_wrapper_entries_across_processes(tmp_path: Any, store_dir: Any) -> None:
+    """A wrapper's stored entry is loaded by a new process with the same code, and never by
+    one whose wrapper or wrapped function has other code."""
+    assert _run_wrapped(tmp_path, 1, 1) == {"result": 2, "events": ["saved"]}
+    assert _run_wrapped(tmp_path, 1, 1) == {"result": 2, "events": ["loaded"]}
+    assert _run_wrapped(tmp_path, 1, 10) == {"result": 20, "events": ["saved"]}
+    assert _run_wrapped(tmp_path, 5, 10) == {"result": 60, "events": ["saved"]}
+    assert _run_wrapped(tmp_path, 1, 1) == {"result": 2, "events": ["loaded"]}

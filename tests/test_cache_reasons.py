@@ -99,6 +99,36 @@ def test_entry_failures_lines_and_keys() -> None:
     assert text.splitlines()[0] == "Recompiling function f in x.py:1 as 3/1"
 
 
+def test_recompile_message_gives_user_stacks_beyond_the_function() -> None:
+    """With user_stack, a failure is followed by its guard's user stack (frame and source
+    line each, prefixed like the reasons); frames that are only the function's definition
+    are left out; reasons() stays one line."""
+    import traceback
+
+    from jitguard import CompileId
+
+    cid = CompileId(frame_id=3, frame_compile_id=1)
+    fn_frame = traceback.FrameSummary("x.py", 1, "f", lookup_line=False)
+    stack = traceback.StackSummary.from_list([fn_frame, ("x.py", 4, "g", "y = n + 1")])
+    failure = GuardFailure("L['n'] == 7 failed: got 8", "EQUALS_MATCH", ("L['n']",),
+                           user_stack=stack)
+    per_entry = [EntryFailures(cid, (failure,))]
+    text = format_recompile("f in x.py:1", cid, per_entry, user_stack=True, fn_frame=fn_frame)
+    assert text.splitlines()[2:] == [
+        "    - 3/1: L['n'] == 7 failed: got 8",
+        "    - User stack trace:",
+        '    -   File "x.py", line 4, in g',
+        "    -     y = n + 1",
+    ]
+    only_def = GuardFailure("L['n'] == 7 failed: got 8", "EQUALS_MATCH", ("L['n']",),
+                            user_stack=traceback.StackSummary.from_list([fn_frame]))
+    text = format_recompile("f in x.py:1", cid, [EntryFailures(cid, (only_def,))],
+                            user_stack=True, fn_frame=fn_frame)
+    assert "User stack trace" not in text
+    assert "User stack trace" not in format_recompile("f in x.py:1", cid, per_entry)
+    assert per_entry[0].lines() == ["3/1: L['n'] == 7 failed: got 8"]
+
+
 def test_explain_errors_do_not_break_the_call() -> None:
     """An entry whose explanation raises still yields a reason line."""
     from jitguard._src.cache.reasons import collect_failures

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from jitguard._src._util import SCALAR_TYPES, is_scalar_type
 
 
@@ -58,3 +60,26 @@ def test_all_subclasses_walks_every_level_once() -> None:
 
     assert sorted(c.__name__ for c in all_subclasses(Root)) == ["A", "B", "D"]
     assert all_subclasses(D) == []
+
+
+def test_wrapped_chain_walks_what_unwrap_walks() -> None:
+    """wrapped_chain lists the wrapper and each ``__wrapped__`` in turn, ending at what
+    ``inspect.unwrap`` returns; a cycle raises ValueError as unwrap does."""
+    import functools
+    import inspect
+
+    from jitguard._src._util import wrapped_chain
+
+    def inner(x: int) -> int:
+        return x
+
+    middle = functools.wraps(inner)(lambda x: inner(x))
+    outer = functools.wraps(middle)(lambda x: middle(x))
+    assert wrapped_chain(outer) == [outer, middle, inner]
+    assert wrapped_chain(outer)[-1] is inspect.unwrap(outer)
+    assert wrapped_chain(inner) == [inner]
+    a: Any = lambda: None  # noqa: E731
+    b: Any = lambda: None  # noqa: E731
+    a.__wrapped__, b.__wrapped__ = b, a
+    with pytest.raises(ValueError, match="wrapper loop"):
+        wrapped_chain(a)

@@ -55,6 +55,8 @@ Dispatch_traverse(Dispatch *self, visitproc visit, void *arg)
     Py_VISIT(self->state);
     Py_VISIT(self->watched);
     Py_VISIT(self->code);
+    Py_VISIT(self->more_watched);
+    Py_VISIT(self->more_codes);
     return 0;
 }
 
@@ -64,6 +66,8 @@ Dispatch_clear(Dispatch *self)
     Py_CLEAR(self->state);
     Py_CLEAR(self->watched);
     Py_CLEAR(self->code);
+    Py_CLEAR(self->more_watched);
+    Py_CLEAR(self->more_codes);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->dict);
     Py_CLEAR(self->default_);
@@ -133,18 +137,35 @@ Dispatch_install(Dispatch *self, PyObject *state)
     Py_RETURN_NONE;
 }
 
-/* _watch(fn, code): forward every call while ``fn.__code__`` is not ``code``. */
+/* _watch(fn, code, more_fns, more_codes): forward every call while ``fn.__code__`` is not
+ * ``code``, or the ``__code__`` of a function of the tuple ``more_fns`` (the functions it
+ * wraps) is not the code at the same place in ``more_codes``. */
 static PyObject *
 Dispatch_watch(Dispatch *self, PyObject *args)
 {
-    PyObject *fn, *code;
-    if (!PyArg_ParseTuple(args, "O!O!:_watch", &PyFunction_Type, &fn, &PyCode_Type, &code)) {
+    PyObject *fn, *code, *more_fns, *more_codes;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:_watch", &PyFunction_Type, &fn, &PyCode_Type, &code,
+                          &PyTuple_Type, &more_fns, &PyTuple_Type, &more_codes)) {
         return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(more_fns);
+    if (PyTuple_GET_SIZE(more_codes) != n) {
+        PyErr_SetString(PyExc_ValueError, "_watch: one code per function");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyFunction_Check(PyTuple_GET_ITEM(more_fns, i)) ||
+            !PyCode_Check(PyTuple_GET_ITEM(more_codes, i))) {
+            PyErr_SetString(PyExc_TypeError, "_watch: functions and their code objects");
+            return NULL;
+        }
     }
     Py_INCREF(fn);
     Py_XSETREF(self->watched, fn);
     Py_INCREF(code);
     Py_XSETREF(self->code, code);
+    Py_XSETREF(self->more_watched, n ? Py_NewRef(more_fns) : NULL);
+    Py_XSETREF(self->more_codes, n ? Py_NewRef(more_codes) : NULL);
     Py_RETURN_NONE;
 }
 
@@ -204,7 +225,7 @@ static PyMethodDef Dispatch_methods[] = {
     {"_install", (PyCFunction)Dispatch_install, METH_O,
      "Publish a State (or None: forward every call)."},
     {"_watch", (PyCFunction)Dispatch_watch, METH_VARARGS,
-     "Forward every call while fn.__code__ is not code."},
+     "Forward every call while fn.__code__ is not code (or a wrapped function's is not its)."},
     {"_counts", (PyCFunction)Dispatch_counts, METH_NOARGS,
      "(calls served by the C path, calls forwarded to the Python dispatcher)."},
     {"__reduce__", (PyCFunction)Dispatch_reduce, METH_NOARGS, NULL},

@@ -5,10 +5,12 @@ May import: nothing from jitguard.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, MutableSet
 from typing import Any, Generic, Optional, TypeVar
 
-__all__ = ["JSON_INT_BITS", "SCALAR_TYPES", "OrderedSet", "all_subclasses", "constant_repr", "is_scalar_type"]
+__all__ = ["JSON_INT_BITS", "SCALAR_TYPES", "OrderedSet", "all_subclasses", "constant_repr",
+           "is_scalar_type", "wrapped_chain"]
 
 T = TypeVar("T")
 
@@ -128,3 +130,19 @@ def all_subclasses(root: type) -> list[type]:
                 todo.append(sub)
                 out.append(sub)
     return out
+
+
+def wrapped_chain(obj: Any) -> list[Any]:
+    """``obj`` and every object its ``__wrapped__`` chain reaches (``functools.wraps``), in
+    order: the objects ``inspect.unwrap`` walks, the last being what it returns. A cycle, or
+    a chain longer than the recursion limit, raises ValueError as ``inspect.unwrap`` does."""
+    chain = [obj]
+    seen = {id(obj)}
+    limit = sys.getrecursionlimit()
+    while hasattr(obj, "__wrapped__"):
+        obj = obj.__wrapped__
+        if id(obj) in seen or len(chain) >= limit:
+            raise ValueError(f"wrapper loop when unwrapping {chain[0]!r}")
+        seen.add(id(obj))
+        chain.append(obj)
+    return chain

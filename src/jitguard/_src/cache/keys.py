@@ -238,11 +238,12 @@ class Dispatcher:
 
     def __init__(self, sig: Signature, name: str, miss: Callable[..., Any], *,
                  tick: Optional[Callable[[], int]] = None,
-                 watch: Optional[types.FunctionType] = None) -> None:
+                 watch: tuple[types.FunctionType, ...] = ()) -> None:
         self.sig = sig
         p = sig.prefix
-        # [Note: A replaced __code__]: every call first compares ``watch.__code__`` with the
-        # code the entries were compiled from, and goes to the miss path when it differs.
+        # [Note: A replaced __code__]: every call first compares the ``__code__`` of each
+        # watched function with the code the entries were compiled from, and goes to the
+        # miss path when one differs.
         self.watch = watch
         # With ``tick`` (a cache with ``maxsize``), every hit stamps its slot with the time of
         # use, so that the least recently used entry can be evicted.
@@ -255,9 +256,9 @@ class Dispatcher:
              f"{p}tuple": tuple, f"{p}dict": dict, f"{p}hash": hash, f"{p}LINEAR": LINEAR,
              f"{p}NOKEY": NOKEY, f"{p}FOLLOWERS": FOLLOWERS, f"{p}Exception": Exception,
              f"{p}KeyError": KeyError,
-             f"{p}tick": tick, f"{p}FN": watch,
-             f"{p}CODE": watch.__code__ if watch is not None else None}
+             f"{p}tick": tick}
         )
+        self.ns.update({f"{p}FN{i or ''}": f for i, f in enumerate(watch)})
         self._generations = itertools.count()
         self._current: Optional[KeyCode] = None
         # The last few generations: their source stays in linecache (a call still running
@@ -273,16 +274,16 @@ class Dispatcher:
         self.fast = fast.wrap(self.function, sig, miss)
         self.public: Callable[..., Any] = self.fast if self.fast is not None else self.function
         self._install_fast(first, self.ns[first.index_name])
-        if watch is not None:
-            self.watch_code(watch.__code__)
+        if watch:
+            self.watch_code(tuple(f.__code__ for f in watch))
 
-    def watch_code(self, code: types.CodeType) -> None:
-        """Serve calls from the entries while the watched function's ``__code__`` is
-        ``code`` ([Note: A replaced __code__])."""
-        assert self.watch is not None
-        self.ns[f"{self.sig.prefix}CODE"] = code
+    def watch_code(self, codes: tuple[types.CodeType, ...]) -> None:
+        """Serve calls from the entries while the ``__code__`` of each watched function is
+        the one of ``codes`` ([Note: A replaced __code__])."""
+        assert len(codes) == len(self.watch) > 0
+        self.ns.update({f"{self.sig.prefix}CODE{i or ''}": c for i, c in enumerate(codes)})
         if self.fast is not None:
-            self.fast._watch(self.watch, code)
+            self.fast._watch(self.watch[0], codes[0], self.watch[1:], codes[1:])
 
     def keycode(self, layout: Layout) -> KeyCode:
         current = self._current
@@ -330,8 +331,10 @@ class Dispatcher:
             + (", exact" if layout.exact else ""))
         for line in sig.fill.splitlines():  # defaults read at call time
             put(0, line, "a default read at call time")
-        if self.watch is not None:
-            put(1, f"if {p}FN.__code__ is not {p}CODE:", "fn's __code__ was replaced")
+        if self.watch:
+            test = " or ".join(f"{p}FN{i or ''}.__code__ is not {p}CODE{i or ''}"
+                               for i in range(len(self.watch)))
+            put(1, f"if {test}:", "fn's __code__ (or a wrapped one's) was replaced")
             miss(2, "the careful path, which starts the cache over")
         depth = 1
         if reads:

@@ -97,7 +97,8 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
         record.made_dynamic = names
         if log.isEnabledFor(logging.INFO):
             log.info("%s", format_recompile(cache.where, compile_id, record.entries, names,
-                                            unexplained))
+                                            unexplained, user_stack=True,
+                                            fn_frame=cache._job.frame))
     compiling = _compiling()
     compiling.add(id(cache))
     cache_size = len(cache._snapshot)

@@ -12,8 +12,9 @@ May import: _util, ids, compiler.reference, cache.entry.
 # torch.compile users know (sources keep their ``L[...]`` names), covered entries in
 # dispatch order. A guard on a closure variable's cell names the variable
 # (``... (HINT: guard on "n")``). The logged message also gives, under each failure, the
-# user stack its guard was installed at when one is known (``User stack trace:`` and one
-# line per frame and source line, as torch's recompile log); ``reasons()`` stays one line
+# user stack its guard was installed at when one is known beyond the function's own
+# definition (``User stack trace:`` and one line per frame and source line, as torch's
+# recompile log; a traced guard of jitguard.torch has one); ``reasons()`` stays one line
 # per failure.
 #
 # The explanation is lazy, so that a miss costs the same with 10 entries as with 10,000:
@@ -38,6 +39,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import traceback
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
@@ -92,17 +94,26 @@ class EntryFailures:
     compile_id: Any
     failures: tuple[GuardFailure, ...]
 
-    def lines(self, *, user_stack: bool = False) -> list[str]:
+    def lines(self, *, user_stack: bool = False, fn_frame: Any = None) -> list[str]:
         """One line per failure; with ``user_stack``, each failure is followed by the user
         stack its guard was installed at, when known (``User stack trace:`` then its frames,
-        one line each, as torch.compile's recompile log shows it)."""
+        one line each, as torch.compile's recompile log shows it). Frames that are only
+        ``fn_frame`` (the compiled function's own definition, all a specialized function's
+        guards carry) say nothing and are left out."""
         if not self.failures:
             return [f"{self.compile_id}: (no guard failed when re-evaluated)"]
         out = []
         for f in self.failures:
+            if user_stack and f.user_stack and fn_frame is not None:
+                kept = [fr for fr in f.user_stack if not _same_frame(fr, fn_frame)]
+                f = dataclasses.replace(f, user_stack=traceback.StackSummary.from_list(kept))
             text = f.format(user_stack=user_stack)
             out.extend(f"{self.compile_id}: {text}".splitlines())
         return out
+
+
+def _same_frame(a: Any, b: Any) -> bool:
+    return (a.filename, a.lineno, a.name) == (b.filename, b.lineno, b.name)
 
 
 def explain_entry(entry: CacheEntry, values: tuple[Any, ...]) -> EntryFailures:
@@ -273,12 +284,15 @@ class RecompileHistory:
 
 def format_recompile(
     what: str, compile_id: Optional[CompileId], per_entry: Iterable[EntryFailures],
-    made_dynamic: Sequence[str] = (), unexplained: int = 0,
+    made_dynamic: Sequence[str] = (), unexplained: int = 0, *, user_stack: bool = False,
+    fn_frame: Any = None,
 ) -> str:
-    """The message logged for one recompile."""
+    """The message for one recompile (with ``user_stack``, each failure's user stack, less
+    ``fn_frame``: see ``EntryFailures.lines``)."""
     head = f"Recompiling function {what}" + (f" as {compile_id}" if compile_id else "")
     lines = [head, "    triggered by the following guard failure(s):"]
-    lines += [f"    - {line}" for e in per_entry for line in e.lines(user_stack=True)]
+    lines += [f"    - {line}" for e in per_entry
+              for line in e.lines(user_stack=user_stack, fn_frame=fn_frame)]
     if unexplained:
         lines.append(f"    {_others(unexplained)}")
     if made_dynamic:

@@ -47,6 +47,7 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Optional, ParamSpec, TypeVar, Union
 
+from .._util import wrapped_chain
 from ..guards import Source
 from ..ids import CompileId
 from .compile import CompileJob, identity_compiler
@@ -169,12 +170,16 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         self._compile_log = CompileLog(fn, self.where, self._job.frame, history)
         self._lru = Lru() if maxsize is not None else None
         self._reset_state()
-        # [Note: A replaced __code__]: a plain Python function's code is watched.
+        # [Note: A replaced __code__]: a plain Python function's code is watched, and the
+        # code of each function it wraps.
         self._watched = self._watch_target(fn)
-        self._code = fn.__code__ if self._watched is not None else None
+        self._watch_chain: tuple[types.FunctionType, ...] = (
+            () if self._watched is None else tuple(
+                f for f in wrapped_chain(self._watched) if type(f) is types.FunctionType))
+        self._codes = tuple(f.__code__ for f in self._watch_chain)
         self.dispatcher = Dispatcher(
             self.signature, getattr(fn, "__name__", ""), self._miss,
-            tick=self._lru.tick if self._lru is not None else None, watch=self._watched,
+            tick=self._lru.tick if self._lru is not None else None, watch=self._watch_chain,
         )
         # [Note: Persistent entries]: None unless a store is on and the compiler can use it.
         self._persist: Optional[Persistence] = open_persistence(fn, self.compiler, store,
@@ -231,28 +236,34 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     # object). The specialized function keeps the signature it was made with. Only a plain
     # Python function is watched (not a ``functools.partial`` or a callable object); a
     # subclass may watch another function (a torch module call's cache watches ``forward``),
-    # whose code is then part of the store key too.
+    # whose code is then part of the store key too. A ``functools.wraps`` wrapper is what
+    # runs, and it runs what it wraps (a compiler may inline it): the code of every plain
+    # function of its ``__wrapped__`` chain (as it was when specialized) is watched too, and
+    # is part of the store key ([Note: Store keys]); replacing any of them starts over.
     def _watch_target(self, fn: Any) -> Optional[types.FunctionType]:
         """The function whose ``__code__`` the entries come from: ``fn`` when it is a plain
         Python function (a subclass may name another)."""
         return fn if type(fn) is types.FunctionType else None
 
     def _code_replaced(self) -> bool:
-        """Whether ``fn.__code__`` is not the code the entries were compiled from."""
-        return self._watched is not None and self._watched.__code__ is not self._code
+        """Whether ``fn.__code__`` (or a wrapped function's) is not the code the entries
+        were compiled from."""
+        for f, code in zip(self._watch_chain, self._codes, strict=True):
+            if f.__code__ is not code:
+                return True
+        return False
 
     def _start_over(self) -> None:
         """[Note: A replaced __code__]: forget the entries of the old code."""
         with self._lock:
             if not self._code_replaced():
                 return
-            assert self._watched is not None
-            code = self._watched.__code__
+            codes = tuple(f.__code__ for f in self._watch_chain)
             if self._persist is not None:
                 self._persist.rekey()  # the old code's stored entries are not this code's
             self.clear()
-            self._code = code
-            self.dispatcher.watch_code(code)
+            self._codes = codes
+            self.dispatcher.watch_code(codes)
             log.info("%s: its __code__ was replaced: the cache starts over", self.where)
 
     def _miss(self, *values: Any) -> Any:

@@ -12,7 +12,8 @@ May import: _util, errors, store.* (the standard library otherwise).
 #     bytes, their tuples/lists/sets/dicts, a module, or a class or function found again at
 #     its ``__module__``/``__qualname__``) is hashed by that form, a local function by its
 #     code, defaults and closure (recursively), anything else by its type's name only (its value is not portable; a compiler that specializes on it must
-#     guard it, as it must every global it reads);
+#     guard it, as it must every global it reads); for a ``functools.wraps`` wrapper, of
+#     every function of its ``__wrapped__`` chain (its ``name`` is the innermost's);
 #   * ``compiler``: the qualified name of the compiler (two compilers never share entries);
 #   * ``env``: the jitguard version, the Python implementation and version, the store's
 #     format, and what the compiler's ``store_environment()`` adds (torch's version and
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
-from .._util import JSON_INT_BITS
+from .._util import JSON_INT_BITS, wrapped_chain
 
 __all__ = [
     "JITGUARD_VERSION",
@@ -181,21 +181,30 @@ def _code_hash(code: types.CodeType) -> str:
 
 def function_identity(fn: Callable[..., Any]) -> Optional[dict[str, str]]:
     """``{"name", "code"}`` for a Python function (see [Note: Store keys]); None for a
-    callable without code (a builtin, an object with ``__call__``), which is not stored."""
-    target = inspect.unwrap(fn)
+    callable without code (a builtin, an object with ``__call__``), which is not stored.
+    A ``functools.wraps`` wrapper is named as the function it wraps, and its code is every
+    function's of the ``__wrapped__`` chain, the wrapper's first ([Note: A replaced
+    __code__]: the code that runs is the wrapper's, and it runs the wrapped function's)."""
+    chain = wrapped_chain(fn)
+    target = chain[-1]
     code = getattr(target, "__code__", None)
     if not isinstance(code, types.CodeType):
         return None
     name = f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', code.co_name)}"
-    cells = [_portable(_cell(cell)) for cell in getattr(target, "__closure__", None) or ()]
-    doc = {
-        "code": _code_hash(code),
-        "defaults": _portable(tuple(getattr(target, "__defaults__", None) or ())),
-        "kwdefaults": _portable(dict(getattr(target, "__kwdefaults__", None) or {})),
-        "closure": cells,
-    }
+    docs = [_code_doc(f) for f in chain if isinstance(getattr(f, "__code__", None), types.CodeType)]
+    doc = docs[0] if len(docs) == 1 else {"chain": docs}
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
     return {"name": name, "code": digest}
+
+
+def _code_doc(fn: Any) -> dict[str, Any]:
+    """What a function's entry of the store key holds: its code, defaults and closure."""
+    return {
+        "code": _code_hash(fn.__code__),
+        "defaults": _portable(tuple(getattr(fn, "__defaults__", None) or ())),
+        "kwdefaults": _portable(dict(getattr(fn, "__kwdefaults__", None) or {})),
+        "closure": [_portable(_cell(cell)) for cell in getattr(fn, "__closure__", None) or ()],
+    }
 
 
 def _qualname_of(obj: Any) -> str:
