@@ -7,12 +7,17 @@ and view arguments, dynamic scalars and data-dependent branches; each compares w
 from __future__ import annotations
 
 import collections
+import gc
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from torch.fx.experimental.symbolic_shapes import ConstraintViolationError  # noqa: E402
 
 import jitguard  # noqa: E402
 import jitguard.torch as jgt  # noqa: E402
@@ -290,3 +295,142 @@ def test_fullgraph_graph_break_raises():
     cf = jgt.compile(fn, fullgraph=True)
     with pytest.raises(jitguard.CaptureError):
         cf(X)
+
+
+def test_stance_eager_on_recompile():
+    """eager_on_recompile: a changed read runs eagerly, the old one still hits."""
+    box = [2]
+    fn = lambda x: x * box[0]
+    cf = jgt.compile(fn)
+    same(cf(X), fn(X))
+    with torch.compiler.set_stance("eager_on_recompile"):
+        box[0] = 5
+        same(cf(X), fn(X))
+        box[0] = 2
+        same(cf(X), fn(X))
+
+
+def test_stance_fail_on_recompile():
+    """fail_on_recompile: a changed read raises instead of serving the old entry."""
+    box = [2]
+    fn = lambda x: x * box[0]
+    cf = jgt.compile(fn)
+    same(cf(X), fn(X))
+    with torch.compiler.set_stance("fail_on_recompile"):
+        box[0] = 5
+        with pytest.raises(jitguard.RecompileError):
+            cf(X)
+    same(cf(X), fn(X))
+
+
+def test_recompile_limit_fullgraph_raises():
+    """Past the recompile limit with fullgraph=True the call raises."""
+    fn = lambda x, k: x * k
+    cf = jgt.compile(fn, dynamic=False, recompile_limit=1, fullgraph=True)
+    same(cf(X, 1), fn(X, 1))
+    with pytest.raises(jitguard.RecompileLimitError):
+        cf(X, 2)
+
+
+def test_mark_dynamic_specialized_raises():
+    """A marked dim the function specializes raises, as in torch."""
+    fn = lambda x: x.view(3, 4) + 1
+    cf = jgt.compile(fn)
+    x = torch.randn(3, 4)
+    torch._dynamo.mark_dynamic(x, 0)
+    with pytest.raises(ConstraintViolationError):
+        cf(x)
+
+
+def test_threads_different_grad_modes():
+    """Threads with different grad modes get their own mode's result."""
+    w = torch.ones(3, requires_grad=True)
+    fn = lambda x: x * w
+    cf = jgt.compile(fn)
+    errors = []
+    def worker(grad):
+        try:
+            with torch.set_grad_enabled(grad):
+                for _ in range(20):
+                    assert cf(X).requires_grad == grad
+        except BaseException as e:
+            errors.append(e)
+    ts = [threading.Thread(target=worker, args=(i % 2 == 0,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+
+
+def test_wrapper_freed_frees_captures():
+    """A closure tensor is freed with the function and its wrapper."""
+    def make():
+        ww = torch.ones(3)
+        return (lambda x: x * ww), weakref.ref(ww)
+    fn, ref = make()
+    cf = jgt.compile(fn)
+    cf(X)
+    del fn, cf
+    gc.collect()
+    assert ref() is None
+
+
+def test_module_deleted_while_wrapper_alive():
+    """The wrapper of a deleted module still equals eager on it."""
+    m = torch.nn.Linear(3, 3)
+    cf = jgt.compile(m)
+    cf(X)
+    ref = weakref.ref(m)
+    del m
+    gc.collect()
+    # the wrapper keeps the module alive, as torch.compile's OptimizedModule does
+    if ref() is not None:
+        same(cf(X), ref()(X))
+
+
+def test_set_stance_decorator():
+    """set_stance('force_eager') as a decorator runs eagerly."""
+    box = [2]
+    fn = lambda x: x * box[0]
+    cf = jgt.compile(fn)
+    cf(X)
+    @torch.compiler.set_stance("force_eager")
+    def call():
+        return cf(X)
+    box[0] = 4
+    same(call(), fn(X))
+
+
+def test_dynamic_false_then_sizes():
+    """dynamic=False: each size its own entry, equal to eager."""
+    fn = lambda x: x.sum() * x.shape[0]
+    cf = jgt.compile(fn, dynamic=False)
+    for n in (2, 3, 4, 5, 2):
+        t = torch.ones(n)
+        same(cf(t), fn(t))
+
+
+def test_mark_unbacked():
+    """Dims marked unbacked, two sizes."""
+    fn = lambda x: x * 2
+    cf = jgt.compile(fn)
+    for n in (3, 4):
+        t = torch.ones(n)
+        if hasattr(torch._dynamo, "decorators") and hasattr(torch._dynamo.decorators, "mark_unbacked"):
+            torch._dynamo.decorators.mark_unbacked(t, 0)
+        same(cf(t), fn(t))
+
+
+def test_requires_grad_output_backward_after_recompile():
+    """Gradients through repeated hits equal eager's."""
+    w = torch.ones(3, requires_grad=True)
+    fn = lambda x: (x * w).sum()
+    cf = jgt.compile(fn)
+    for _ in range(2):
+        w.grad = None
+        cf(torch.ones(3)).backward()
+        g = w.grad.clone()
+        w.grad = None
+        fn(torch.ones(3)).backward()
+        same(g, w.grad)
