@@ -168,6 +168,20 @@ def test_supported_states_follow_unregistration() -> None:
     assert "test_checkpoints_temp" not in GlobalContext._supported_global_states
 
 
+def test_restore_accepts_the_specification_six(knob: Knob) -> None:
+    """A snapshot of exactly the specification's six states is restored, without torch and
+    whatever else the registry holds; five of them, or six plus an unknown name, are refused."""
+    from jitguard._src.checkpoints import SPEC_GLOBAL_STATES
+
+    called: list[str] = []
+    six = {k: (lambda v, k=k: called.append(k), True) for k in SPEC_GLOBAL_STATES}
+    GlobalContext().restore_graphstate(GlobalContextCheckpointState(six))
+    assert sorted(called) == sorted(SPEC_GLOBAL_STATES)
+    for bad in (dict(list(six.items())[1:]), {**six, "nonsense": (print, 0)}):
+        with pytest.raises(AssertionError, match="Global state mismatch"):
+            GlobalContext().restore_graphstate(GlobalContextCheckpointState(bad))
+
+
 def test_save_reads_restorable_states(knob: Knob) -> None:
     """save() records each restorable state's setter and current value."""
     ctx = GlobalContext()

@@ -90,6 +90,26 @@ def test_hits_are_served_in_c(dispatch_mode: str) -> None:
         assert cache_of(s).stats().hits == 5
 
 
+def test_hit_counts_are_exact_and_a_held_count_never_changes(dispatch_mode: str) -> None:
+    """Hits are counted one by one past the small ints (2**30 - 1 would need another
+    digit); a count someone holds keeps its value when the next hit is counted."""
+    s = specialize(lambda a: a, global_state=False)
+    assert s(1) == 1
+    (entry,) = cache_of(s).entries()
+    (slot,) = list(entry._slots.values())
+    for k in range(1, 401):
+        assert s(1) == 1
+        assert slot.hits == k
+    held = slot.hits
+    assert s(1) == 1
+    assert held == 400 and slot.hits == 401 and slot.hits is not held
+    slot.hits = 2**30 - 2
+    for k in range(3):
+        assert s(1) == 1
+        assert slot.hits == 2**30 - 1 + k
+    assert cache_of(s).stats().hits == 2**30 + 1
+
+
 def test_names_wrapping_and_introspection(dispatch_mode: str) -> None:
     """The specialized function keeps fn's names, doc, __wrapped__, __code__ and signature."""
     import inspect

@@ -152,6 +152,19 @@ def test_capture_failures_and_user_errors_are_told_apart() -> None:
     assert not adapter.is_capture_failure(info.value)
 
 
+def test_data_dependent_branch_is_a_capture_failure() -> None:
+    """A branch on ``item()``: the capture raises a UserError caused by torch's
+    GuardOnDataDependentSymNode, which is a capture failure (the function runs eagerly)."""
+
+    def branches(x: Any) -> Any:
+        return x * 2 if x.sum().item() > 3 else x * 3
+
+    with pytest.raises(adapter.USER_ERRORS) as info:
+        adapter.capture(branches, (torch.ones(3),), {}, adapter.resolve_backend("eager"),
+                        lambda es: [True] * len(es))
+    assert adapter.is_capture_failure(info.value)
+
+
 def test_saving_capture_gives_torch_serializable_forms() -> None:
     """``capture(saving=True)``: the backend compiles under the AOT-compile config, and the
     capture holds the program's bytecode, its module aliases, the backend id, the traced

@@ -70,8 +70,9 @@ DELIBERATE = {
     "state_eq": "checkpoint states' == is symmetric; the spec's a == b asks only a.diff(b)",
     "compile_ctx_get": "CompileContext.get() raises NoCompileContextError (a RuntimeError and an "
                        "AssertionError) on every thread; the spec's AttributeError on a fresh one",
-    "global_states": "GlobalContext restores every restorable state of jitguard's registry "
-                     "(with torch: the spec's six plus determinism and default dtype)",
+    "global_states": "GlobalContext supports every restorable state of jitguard's registry "
+                     "(with torch: the spec's six plus determinism and default dtype); a "
+                     "snapshot of the spec's six alone is restored too",
     "ephemeral_guard": "EphemeralSource.make_guard gives a Guard that refuses to compile "
                        "(UnreadableSourceError); Dynamo's raises NotImplementedError at once",
     "global_copy": "GlobalContext.copy_graphstate copies the dict; the spec shares the live one",
@@ -615,10 +616,18 @@ def test_global_context() -> None:
         assert sorted(calls) == sorted((k, 7) for k in full)
         assert ctx.copy_graphstate().global_state == full
         assert (ctx.copy_graphstate().global_state is ctx.global_state) is (mod is tg)  # DELIBERATE["global_copy"]
-    # DELIBERATE["global_states"]: torch's six alone are refused by jitguard's fuller registry.
-    six = {k: (lambda v: None, 0) for k in tg.GlobalContext._supported_global_states}
-    with pytest.raises(AssertionError):
-        jg.GlobalContext().restore_graphstate(jg.GlobalContextCheckpointState(six))
+    # DELIBERATE["global_states"]: jitguard's registry knows more states, and a snapshot of the specification's six alone
+    # is still restored, as the specification restores it; five of them alone are not
+    six_calls: list[str] = []
+    six = {k: (functools.partial(lambda k, v, out=six_calls: out.append(k), k), 0)
+           for k in tg.GlobalContext._supported_global_states}
+    for mod in (jg, tg):
+        six_calls.clear()
+        mod.GlobalContext().restore_graphstate(mod.GlobalContextCheckpointState(six))
+        assert sorted(six_calls) == sorted(six)
+        five = dict(list(six.items())[1:])
+        with pytest.raises(AssertionError):
+            mod.GlobalContext().restore_graphstate(mod.GlobalContextCheckpointState(five))
 
 
 # ---- GuardsSet --------------------------------------------------------------------------------

@@ -113,6 +113,14 @@ class GlobalContextCheckpointState(_KeyedState):
         return r or None
 
 
+# The specification's own list of restorable states. A snapshot holding exactly these is
+# restored as the specification restores it, even where jitguard's registry knows more.
+SPEC_GLOBAL_STATES = frozenset({
+    "grad_enabled", "autocast_enabled", "autocast_cpu_enabled", "autocast_gpu_dtype",
+    "autocast_cpu_dtype", "autocast_cache_enabled",
+})
+
+
 class _SupportedStates:
     """``GlobalContext._supported_global_states``: the names of the restorable states in the
     global-state registry, read when asked (torch's join once torch is imported)."""
@@ -147,15 +155,18 @@ class GlobalContext(Checkpointable[GlobalContextCheckpointState]):
 
     def restore_graphstate(self, state: GlobalContextCheckpointState) -> None:
         """Adopt ``state`` and call each setter with its value. The snapshot must hold
-        exactly the supported states."""
+        exactly the supported states, or exactly the specification's six
+        (``SPEC_GLOBAL_STATES``: a snapshot made as the specification makes one)."""
         if not isinstance(state, GlobalContextCheckpointState):
             raise AssertionError(f"expected a GlobalContextCheckpointState, got {state!r}")
         self.global_state = state.global_state
         supported = self._supported_global_states
-        if set(self.global_state) != supported:
+        names = set(self.global_state)
+        if names != supported and names != SPEC_GLOBAL_STATES:
             raise AssertionError(
                 f"Global state mismatch: the snapshot holds {sorted(self.global_state)}, the "
-                f"registry's restorable states are {sorted(supported)}"
+                f"registry's restorable states are {sorted(supported)} (or the specification's "
+                f"{sorted(SPEC_GLOBAL_STATES)})"
             )
         for func, args in self.global_state.values():
             func(args)

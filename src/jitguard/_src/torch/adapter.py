@@ -56,7 +56,10 @@ from torch._dynamo.exc import UncapturedHigherOrderOpError, Unsupported, UserErr
 from torch._dynamo.hooks import Hooks
 from torch._dynamo.utils import dynamo_timed, get_metrics_context
 from torch._dynamo.variables.torch_function import torch_function_mode_stack_state_mgr
-from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+from torch.fx.experimental.symbolic_shapes import (
+    ConstraintViolationError,
+    GuardOnDataDependentSymNode,
+)
 
 from .adapter_runtime import without_function_modes
 from .adapter_stored import _SAVING_CONFIG, SavedCapture, _saved
@@ -81,8 +84,17 @@ USER_ERRORS: tuple[type[BaseException], ...] = (UserError, ConstraintViolationEr
 def is_capture_failure(error: BaseException) -> bool:
     """Whether the function can run eagerly instead: anything but a user error (a graph
     break, an unsupported construct, an internal error of Dynamo; an error the function
-    itself raises is raised again when it runs eagerly)."""
-    return isinstance(error, Exception) and not isinstance(error, USER_ERRORS)
+    itself raises is raised again when it runs eagerly). A branch on a data-dependent value
+    (``if x.item() > 3``) is one too: the full-graph capture traces ``item()`` (as
+    ``torch.compile(fullgraph=True)`` does) and Dynamo reports the guard it cannot make as
+    a UserError, where ``torch.compile`` without fullgraph breaks the graph at ``item()``."""
+    if not isinstance(error, Exception):
+        return False
+    if isinstance(error, UserError) and any(
+        isinstance(e, GuardOnDataDependentSymNode) for e in (error.__cause__, error.__context__)
+    ):
+        return True
+    return not isinstance(error, USER_ERRORS)
 
 Backend = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
 

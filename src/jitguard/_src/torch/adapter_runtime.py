@@ -161,13 +161,13 @@ def read_past_modes(tensor: Any, method: str) -> Any:
 
 def read_attr_past_modes(value: Any, name: str) -> Any:
     """``getattr(value, name)`` with torch-function dispatch off (a tensor's ``_base``,
-    ``grad``): [Note: Tensor properties past function modes]."""
+    ``grad``, ``is_leaf``): [Note: Tensor properties past function modes]."""
     with _no_torch_function():
         return getattr(value, name)
 
 
 #: the tensor attributes jitguard's guards read past function modes
-ATTRS_PAST_MODES = frozenset({"_base", "grad"})
+ATTRS_PAST_MODES = frozenset({"_base", "grad", "is_leaf"})
 
 
 def module_call_hooks() -> tuple[dict[Any, Any], ...]:

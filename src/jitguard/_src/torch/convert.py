@@ -83,10 +83,17 @@ comparison, the default).
 #   * DICT_KEYS_MATCH on an OrderedDict also compares the order it iterates in (its own
 #     linked list; Dynamo traces in that order but its guard reads ``dict.keys``, which
 #     ``move_to_end`` does not change): stricter than torch, listed in ``stricter``.
+#   * The keys of a dict whose type or length alone Dynamo guarded are pinned
+#     ([Note: Dict keys a length stands for]); the mutable objects the guards reach from
+#     the arguments must alias as when captured ([Note: Mutable objects that alias]); an
+#     EQUALS_MATCH on a float zero or NaN compares strictly (``-0.0`` is not ``0.0``,
+#     which torch's guard accepts with the sign baked in). All stricter than torch, listed.
 """
 
 from __future__ import annotations
 
+import collections
+import enum
 import functools
 import re
 import types
@@ -97,7 +104,7 @@ import torch
 
 from ..compiler.builder import GuardBuilder
 from ..guards import Source
-from ..more_sources import TypeDictSource
+from ..more_sources import GenericAttrSource, TypeDictSource
 from ..sources import GlobalSource, GlobalStateSource
 from . import adapter_sources as adapter
 from . import convert_kinds  # noqa: F401  (registers its kind converters)
@@ -170,6 +177,8 @@ def convert_guards(
                 raise Unconvertible(f"{p.guard_type} on a class namespace")
             fn(ctx, p, converted[i])
             ctx.out.converted[p.guard_type] += 1
+            if p.has_value and _mutable_object(p.value):
+                ctx.objects.setdefault(converted[i], id(p.value))
         except Unconvertible as e:
             name = adapter.dynamo_source_name(p.source)
             ctx.out.unconverted.append(Unconverted(entry, p.guard_type, name, str(e)))
@@ -182,8 +191,112 @@ _ON_NAMESPACE = frozenset({"DICT_CONTAINS", "DICT_NOT_CONTAINS"})
 _GLOBAL_HOOK_READ = re.compile(r"\._global_(forward|backward)(_pre)?_hooks\b")
 
 
+# [Note: Dict keys a length stands for]
+# Dynamo (torch 2.13) bakes into the graph the keys of a dict it read through ``list(d)``
+# or ``[*d]`` and guards only the dict's length (``list(d)``) or only its type (``[*d]``):
+# ``{1.0: v}`` then ``{2.0: v}``, or ``{1: v}`` then ``{1: v, 2: w}``, served the first
+# capture (``len(d)``, ``d.keys()`` and ``for k in d`` do get DICT_KEYS_MATCH). The guards
+# do not say which read it was, so jitguard pins the keys of every dict whose type or
+# length Dynamo guarded and whose keys it left unguarded: DICT_KEYS_MATCH, stricter than
+# torch (a dict with other keys of which the function read only ``d['a']`` recompiles).
+# Only where every key is a constant (others would be compared with their own ``__eq__``)
+# and not on a module's own dicts (``_modules``, ``_parameters``, ``_buffers``, hook dicts),
+# which Dynamo guards by their items.
+_MODULE_DICT = re.compile(r"\.(_modules|_parameters|_buffers|_\w*hooks\w*)$")
+
+
+def _pin_dict_keys(ctx: Context) -> None:
+    keyed = {
+        g.originating_source for g in ctx.out.guards
+        if g.create_fn in (GuardBuilder.DICT_KEYS_MATCH, GuardBuilder.DICT_VERSION)
+    }
+    for source, (stack, constant_keys) in ctx.typed_dicts.items():
+        if not constant_keys or source in keyed or _MODULE_DICT.search(source.name()):
+            continue
+        ctx.add(source, GuardBuilder.DICT_KEYS_MATCH, stack)
+        ctx.out.stricter.append(
+            f"DICT_KEYS_MATCH on {source.name()}: the keys, where torch guards only the "
+            f"dict's type or length ([Note: Dict keys a length stands for])"
+        )
+
+
+# [Note: Mutable objects that alias]
+# A capture is specialized to which of its mutable Python inputs are one object: with
+# ``fn(a, b)`` doing ``a.append(1); return len(b)``, two lists and one list passed twice
+# trace differently. Dynamo guards the second form (DUPLICATE_INPUT, ``L['b'] is L['a']``)
+# but not the first (torch 2.13 has no non-aliasing guard on objects other than tensors),
+# so a call with one list twice was served the two-list graph. jitguard adds, per capture,
+# one NO_ALIASING over the distinct mutable objects its guards reach from the arguments
+# (lists, dicts, sets, bytearrays, deques, instances of user classes; not tensors, which
+# have their own, nor modules, functions, classes and constants), and DUPLICATE_INPUT
+# between the sources that held one object when captured. Stricter than torch, listed.
+_IMMUTABLE_ROOTS = (type, types.ModuleType, types.FunctionType, types.MethodType,
+                    types.BuiltinFunctionType, torch.Tensor, torch.nn.Module)
+
+
+def _mutable_object(value: Any) -> bool:
+    if isinstance(value, (list, dict, set, bytearray, collections.deque)):
+        return True
+    tp = type(value)
+    if tp.__module__ == "builtins" or isinstance(value, _IMMUTABLE_ROOTS):
+        return False
+    if isinstance(value, (int, float, complex, str, bytes, tuple, frozenset, enum.Enum)):
+        return False
+    return hasattr(value, "__dict__") or bool(getattr(tp, "__slots__", ()))
+
+
+def _object_aliasing(ctx: Context) -> None:
+    groups: dict[int, list[Source]] = {}
+    for source, ident in ctx.objects.items():
+        if source.name().startswith("L[") and not _MODULE_DICT.search(source.name()):
+            groups.setdefault(ident, []).append(source)
+    firsts = []
+    for sources in groups.values():
+        firsts.append(sources[0])
+        for other in sources[1:]:
+            ctx.add(sources[0], functools.partial(GuardBuilder.DUPLICATE_INPUT, source_b=other))
+            ctx.out.stricter.append(
+                f"DUPLICATE_INPUT on {sources[0].name()}: {other.name()} is the same object "
+                f"([Note: Mutable objects that alias])"
+            )
+    if len(firsts) > 1:
+        ctx.add(firsts[0], functools.partial(GuardBuilder.NO_ALIASING, others=tuple(firsts[1:])))
+        ctx.out.stricter.append(
+            f"NO_ALIASING on {firsts[0].name()}: the mutable objects are distinct "
+            f"([Note: Mutable objects that alias])"
+        )
+
+
+# [Note: Attributes a class __getattr__ gives]
+# Dynamo inlines a user class's ``__getattr__`` for an attribute the object lacks and
+# guards only the object's type: neither that ``__getattr__`` (replaced on the class after
+# compiling) nor the attribute's absence from the instance (``o.zz = 5`` after compiling
+# shadows it) was checked, and the old value was served. For such an object jitguard adds
+# CLASS_ATTRS_MATCH on ``__getattr__`` and DICT_KEYS_MATCH on its ``__dict__`` (read with
+# ``object.__getattribute__``): an instance attribute added or removed is a miss, stricter
+# than torch, listed. Modules and torch's own classes are left to their own guards.
+def _getattr_objects(ctx: Context) -> None:
+    for source, (stack, has_dict) in ctx.getattr_objects.items():
+        fn = functools.partial(GuardBuilder.CLASS_ATTRS_MATCH, attrs=("__getattr__",))
+        ctx.add(source, fn, stack)
+        ctx.out.stricter.append(
+            f"CLASS_ATTRS_MATCH on {source.name()}: its class's __getattr__ "
+            f"([Note: Attributes a class __getattr__ gives])"
+        )
+        if not has_dict:
+            continue  # slots: a slot is found before __getattr__ is asked
+        ctx.add(GenericAttrSource(source, "__dict__"), GuardBuilder.DICT_KEYS_MATCH, stack)
+        ctx.out.stricter.append(
+            f"DICT_KEYS_MATCH on object.__getattribute__({source.name()}, '__dict__'): "
+            f"([Note: Attributes a class __getattr__ gives])"
+        )
+
+
 def _finish(ctx: Context) -> None:
     tensor_guards(ctx)
+    _pin_dict_keys(ctx)
+    _object_aliasing(ctx)
+    _getattr_objects(ctx)
     # sources whose type a TYPE_MATCH pins: a class-level lookup checked on one of them
     # holds for all the others of that type
     typed = {g.originating_source for g in ctx.out.guards if g.create_fn is GuardBuilder.TYPE_MATCH}

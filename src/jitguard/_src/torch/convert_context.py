@@ -93,6 +93,14 @@ class Context:
         self.aliasing: list[Source] = []
         self.not_present: dict[Source, tuple[list[str], Any]] = {}
         self.class_attrs: dict[Source, list[str]] = {}
+        # dicts whose type Dynamo pinned, with their keys at capture
+        # ([Note: Dict keys a length stands for])
+        self.typed_dicts: dict[Source, tuple[Any, bool]] = {}  # (user stack, constant keys)
+        # the id of each mutable object a guard reached ([Note: Mutable objects that alias])
+        self.objects: dict[Source, int] = {}
+        # objects whose class has a Python __getattr__
+        # ([Note: Attributes a class __getattr__ gives])
+        self.getattr_objects: dict[Source, tuple[Any, bool]] = {}  # (user stack, has __dict__)
         self.class_types: dict[Source, type] = {}
         self.builtins: list[str] = []
         self.f_globals: Optional[dict[str, Any]] = None  # the function's, when given

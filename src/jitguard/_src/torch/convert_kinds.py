@@ -14,6 +14,7 @@ import functools
 import types
 
 from ..compiler.builder import GuardBuilder
+from ..compiler.constants import is_constant, needs_strict
 from ..compiler.kinds import get_guard_kind
 from ..guards import Guard, Source
 from ..more_sources import DictGetItemSource
@@ -33,7 +34,6 @@ def _simple(jg_kind: str) -> KindFn:
 
 
 for _dyn, _jg in {
-    "TYPE_MATCH": "TYPE_MATCH",
     "NN_MODULE": "ID_MATCH",
     "FUNCTION_MATCH": "ID_MATCH",
     "CLASS_MATCH": "CLASS_MATCH",
@@ -51,6 +51,34 @@ for _dyn, _jg in {
 }.items():
     register_kind_converter(_dyn)(_simple(_jg))
 del _dyn, _jg
+
+
+@register_kind_converter("TYPE_MATCH")
+def _type_match(ctx: Context, p: adapter.EntryParts, src: Source) -> None:
+    ctx.add(src, GuardBuilder.TYPE_MATCH, p.user_stack)
+    if p.has_value and isinstance(p.value, dict):
+        _typed_dict(ctx, p, src)
+    elif p.has_value and _own_getattr(type(p.value)):
+        has_dict = isinstance(getattr(p.value, "__dict__", None), dict)
+        ctx.getattr_objects.setdefault(src, (p.user_stack, has_dict))
+
+
+def _own_getattr(tp: type) -> bool:
+    """Whether attribute reads on a ``tp`` may end in a Python ``__getattr__`` of a user
+    class ([Note: Attributes a class __getattr__ gives])."""
+    for klass in tp.__mro__:
+        fn = klass.__dict__.get("__getattr__")
+        if fn is not None:
+            module = getattr(klass, "__module__", "") or ""
+            return isinstance(fn, types.FunctionType) and not module.startswith("torch")
+    return False
+
+
+def _typed_dict(ctx: Context, p: adapter.EntryParts, src: Source) -> None:
+    """Record a dict whose keys ``convert._finish`` may pin
+    ([Note: Dict keys a length stands for])."""
+    constant = all(is_constant(k) for k in dict.keys(p.value))
+    ctx.typed_dicts.setdefault(src, (p.user_stack, constant))
 
 
 @register_kind_converter("ID_MATCH")
@@ -97,6 +125,8 @@ def _equals(ctx: Context, p: adapter.EntryParts, src: Source) -> None:
                     f"EQUALS_MATCH on a {type(value).__name__} of non-constants"
                 ) from None
             ctx.add(src, kind, p.user_stack)
+            if any(needs_strict(v) for v in value):
+                _strict_note(ctx, src, "CONTAINER_EQUALS_MATCH")
             return
         try:
             EQUALS_MATCH.expect(value, Guard(src, GuardBuilder.EQUALS_MATCH))
@@ -106,6 +136,15 @@ def _equals(ctx: Context, p: adapter.EntryParts, src: Source) -> None:
                 f"the same meaning"
             ) from None
         ctx.add(src, GuardBuilder.EQUALS_MATCH, p.user_stack)
+        if needs_strict(value):
+            _strict_note(ctx, src, "EQUALS_MATCH")
+
+
+def _strict_note(ctx: Context, src: Source, kind: str) -> None:
+    ctx.out.stricter.append(
+        f"{kind} on {src.name()}: compared strictly (a float zero's sign, NaN), where "
+        f"torch's == takes -0.0 for 0.0 and the capture baked in the sign"
+    )
 
 
 @register_kind_converter("HASATTR")
@@ -166,7 +205,10 @@ def _empty_hooks(ctx: Context, p: adapter.EntryParts, src: Source) -> None:
 @register_kind_converter("SEQUENCE_LENGTH")
 def _sequence_length(ctx: Context, p: adapter.EntryParts, src: Source) -> None:
     if isinstance(p.value, dict):
+        # a dict's keys are pinned in ``convert._finish`` where they can be
+        # ([Note: Dict keys a length stands for]); the length stays in any case
         ctx.add(src, GuardBuilder.LENGTH_CHECK, p.user_stack)
+        _typed_dict(ctx, p, src)
     else:
         ctx.add(src, GuardBuilder.SEQUENCE_LENGTH, p.user_stack)
 

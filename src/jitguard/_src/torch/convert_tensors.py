@@ -15,7 +15,7 @@ from typing import Any
 
 from ..compiler.builder import GuardBuilder
 from ..guards import Source
-from ..sources import TensorPropertySource
+from ..sources import AttrSource, TensorPropertySource
 from . import adapter_sources as adapter
 from .convert_context import Context, TensorSeen, register_kind_converter
 from .convert_shape import parse_shape_code
@@ -49,6 +49,18 @@ def _tensor_match(ctx: Context, p: adapter.EntryParts, src: Source) -> None:
     sizes, strides = _static_dims(ctx, src, value)
     ctx.tensors.append(TensorSeen(src, sizes, strides, p.user_stack))
     ctx.add(src, GuardBuilder.DIMENSION_DYNAMIC_MARKING, p.user_stack)
+    if value.requires_grad and not isinstance(value, torch.nn.Parameter):
+        # [Note: A tensor's leafness]
+        # Dynamo traces ``x.is_leaf`` / ``x.grad_fn is None`` from the capture's fake
+        # tensor and guards neither: a non-leaf tensor of a leaf's metadata was served the
+        # leaf's graph (torch.compile too). jitguard pins ``is_leaf`` of each input that
+        # requires grad (a tensor that does not is always a leaf, a Parameter too), read
+        # past function modes. Stricter than torch, listed.
+        ctx.add(AttrSource(src, "is_leaf"), GuardBuilder.BOOL_MATCH, p.user_stack)
+        ctx.out.stricter.append(
+            f"BOOL_MATCH on {src.name()}.is_leaf: jitguard's own guard "
+            f"([Note: A tensor's leafness])"
+        )
     param = isinstance(value, torch.nn.Parameter) and adapter.config_flag(
         "skip_no_tensor_aliasing_guards_on_parameters"
     )

@@ -377,6 +377,10 @@ class DynamoCache(FunctionCache):
         # [Note: Stored captures]: with a store, captures are compiled to be serialized
         compiler.saving = self._persist is not None
         f_globals = getattr(fn, "__globals__", None)
+        # Dynamo traces ``fn`` itself, so its guards read ``fn``'s globals, not those of
+        # what it wraps (``FunctionCache`` unwraps ``__wrapped__``; a ``@torch.no_grad()``
+        # function is torch's wrapper, whose globals are torch.utils._contextlib's)
+        self._job.f_globals = f_globals
         if isinstance(f_globals, dict):
             # bound here too, not only by a conversion that needs it: an entry loaded from a
             # store reads it ([Note: Builtins a global may shadow])
