@@ -16,6 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import jitguard  # noqa: E402
 import jitguard.torch as jgt  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("restore_grad_mode")
@@ -409,11 +410,6 @@ def test_leafness_read_under_a_counting_mode() -> None:
     assert c1.n == c2.n
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an attribute found on a class's metaclass (C.k with k on Meta) is baked in with "
-    "only CLASS_MATCH on C; Dynamo guards no metaclass lookup (torch.compile is stale too)",
-)
 def test_metaclass_attribute_changed() -> None:
     """``C.k`` resolved on C's metaclass, changed after compiling."""
 
@@ -484,3 +480,38 @@ def test_slotted_object_with_getattr() -> None:
     same(cf(X, s), fn(X, s))
     s.k = 4
     same(cf(X, s), fn(X, s))
+
+
+def test_class_attribute_shadows_metaclass_attribute() -> None:
+    """``C.k`` resolved on C's metaclass, then set on C itself (found first)."""
+
+    class Meta(type):
+        k = 2
+
+    class C(metaclass=Meta):
+        pass
+
+    fn = lambda x: x * C.k
+    cf = jgt.compile(fn)
+    same(cf(X), fn(X))
+    same(cf(X), fn(X))
+    C.k = 9
+    same(cf(X), fn(X))
+
+
+def test_abc_and_enum_classes_keep_hitting() -> None:
+    """Classes with the standard metaclasses (ABCMeta, EnumType) get no metaclass guards."""
+    import abc
+
+    class A(abc.ABC):  # noqa: B024
+        k = 2
+
+    class E(enum.Enum):
+        V = 3
+
+    fn = lambda x: x * A.k * E.V.value
+    cf = jgt.compile(fn)
+    for _ in range(3):
+        same(cf(X), fn(X))
+    assert jitguard.cache_of(cf).stats().compiles == 1
+

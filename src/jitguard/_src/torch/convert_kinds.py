@@ -17,7 +17,7 @@ from ..compiler.builder import GuardBuilder
 from ..compiler.constants import is_constant, needs_strict
 from ..compiler.kinds import get_guard_kind
 from ..guards import Guard, Source
-from ..more_sources import DictGetItemSource
+from ..more_sources import DictGetItemSource, TypeDictSource
 from ..sources import AttrSource, CodeSource, GlobalSource, GlobalStateSource
 from . import adapter_sources as adapter
 from .convert_context import Context, KindFn, register_kind_converter
@@ -36,7 +36,6 @@ def _simple(jg_kind: str) -> KindFn:
 for _dyn, _jg in {
     "NN_MODULE": "ID_MATCH",
     "FUNCTION_MATCH": "ID_MATCH",
-    "CLASS_MATCH": "CLASS_MATCH",
     "MODULE_MATCH": "MODULE_MATCH",
     "BOOL_MATCH": "BOOL_MATCH",
     "NONE_MATCH": "NONE_MATCH",
@@ -79,6 +78,54 @@ def _typed_dict(ctx: Context, p: adapter.EntryParts, src: Source) -> None:
     ([Note: Dict keys a length stands for])."""
     constant = all(is_constant(k) for k in dict.keys(p.value))
     ctx.typed_dicts.setdefault(src, (p.user_stack, constant))
+
+
+@register_kind_converter("CLASS_MATCH")
+def _class_match(ctx: Context, p: adapter.EntryParts, src: Source) -> None:
+    ctx.add(src, GuardBuilder.CLASS_MATCH, p.user_stack)
+    if not (p.has_value and isinstance(p.value, type)):
+        return
+    names = _metaclass_names(type(p.value))
+    if not names:
+        return
+    # [Note: Attributes a metaclass gives]
+    # ``C.k`` with ``k`` defined on C's metaclass: Dynamo bakes the value in and guards only
+    # CLASS_MATCH on C, so ``Meta.k = 6`` after compiling was stale (torch.compile too).
+    # For a class whose metaclass is a user class, jitguard checks where the lookup through
+    # the metaclass finds each non-dunder name it defines (CLASS_ATTRS_MATCH on C, whose type
+    # is the metaclass), and that C's own namespace does not gain or lose one
+    # (DICT_CONTAINS). A base of C gaining the name stays unchecked. Stricter than torch, listed.
+    fn = functools.partial(GuardBuilder.CLASS_ATTRS_MATCH, attrs=names)
+    ctx.add(src, fn, p.user_stack)
+    ctx.out.stricter.append(
+        f"CLASS_ATTRS_MATCH on {src.name()}: its metaclass's attributes "
+        f"([Note: Attributes a metaclass gives])"
+    )
+    own = p.value.__dict__
+    for name in names:
+        # the name stays absent from (or present in) C's own namespace
+        fn = functools.partial(GuardBuilder.DICT_CONTAINS, key=name, invert=name not in own)
+        ctx.add(TypeDictSource(src), fn, p.user_stack)
+    ctx.out.stricter.append(
+        f"DICT_CONTAINS on dict({src.name()}.__dict__): whether an own attribute shadows its "
+        f"metaclass's ([Note: Attributes a metaclass gives])"
+    )
+
+
+_STD_METACLASS_MODULES = ("builtins", "abc", "enum", "typing", "typing_extensions", "torch")
+
+
+def _metaclass_names(meta: type) -> tuple[str, ...]:
+    """The non-dunder names a user metaclass (and its user bases) define, at most 32."""
+    names: dict[str, None] = {}
+    for klass in meta.__mro__:
+        module = (getattr(klass, "__module__", "") or "").split(".")[0]
+        if module in _STD_METACLASS_MODULES:
+            continue
+        for name in klass.__dict__:
+            if not name.startswith("__"):
+                names[name] = None
+    return tuple(names)[:32]
 
 
 @register_kind_converter("ID_MATCH")
