@@ -176,3 +176,18 @@ def set_in_place(array: Any, **attrs: Any) -> None:
         warnings.simplefilter("ignore", DeprecationWarning)
         for name, value in attrs.items():
             setattr(array, name, value)
+
+
+def counting_mode() -> Any:
+    """A TorchFunctionMode class counting the torch calls it sees (``Counting.calls``)."""
+    from torch.overrides import TorchFunctionMode
+
+    class Counting(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            Counting.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    return Counting

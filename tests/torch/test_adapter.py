@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from _helpers import counting_mode  # noqa: E402
 from jitguard._src.torch import adapter, adapter_runtime, adapter_stored  # noqa: E402
 
 SCALE = 2.0
@@ -282,21 +283,6 @@ def test_constant_fold_table_is_asked_about_autocast_readers() -> None:
     assert adapter.capture(reads, (torch.ones(2),), {}, keep, lambda es: [False] * len(es)).reads_autocast
     assert not adapter.capture(plain, (torch.ones(2),), {}, keep, lambda es: [False] * len(es)).reads_autocast
     assert type(dynamo_torch_vars.constant_fold_functions) is dict  # put back
-
-
-def counting_mode() -> Any:
-    """A TorchFunctionMode class counting the torch calls it sees (``Counting.calls``)."""
-    from torch.overrides import TorchFunctionMode
-
-    class Counting(TorchFunctionMode):
-        calls = 0
-
-        def __torch_function__(self, func: Any, types: Any, args: Any = (),
-                               kwargs: Any = None) -> Any:
-            Counting.calls += 1
-            return func(*args, **(kwargs or {}))
-
-    return Counting
 
 
 def test_mode_blind_hides_tensor_reads_from_function_modes() -> None:

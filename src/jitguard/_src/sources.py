@@ -379,6 +379,8 @@ class TensorProperty(enum.Enum):
 # method_name)``, which sets torch-function dispatch aside; otherwise the plain call. The
 # same holds for the attributes it names (``attrs``: a view's ``_base``, a tensor's
 # ``grad``), read by ``AttrSource`` through ``read_attr(value, name)`` while a mode is on.
+# The TENSOR_MATCH check of a tensor of another layout than strided (sparse), which torch's
+# C++ checker never takes, runs its mode-blind reference meaning while a mode is on.
 _property_reader: list[tuple[Any, Any]] = []
 _attr_reader: list[tuple[Any, Any, frozenset[str]]] = []
 

@@ -42,6 +42,7 @@ jitguard._src.torch.tensor_meta, jitguard._src.torch.adapter_runtime, torch.
 
 from __future__ import annotations
 
+import functools
 import operator
 import weakref
 from collections.abc import Hashable, Sequence
@@ -52,7 +53,7 @@ import torch
 from ..compiler.kinds import EmitContext, GuardKind
 from ..compiler.values import Ident, type_name
 from ..errors import GuardKindError
-from .adapter_runtime import mode_blind
+from .adapter_runtime import mode_blind, mode_stack_len
 from .tensor_meta import (
     MODES,
     dtype_name,
@@ -256,7 +257,15 @@ class TensorMatch(GuardKind):
             if params.dtype.is_complex:
                 parts.append(f"{var}.is_conj()" if params.conj else f"not {var}.is_conj()")
             parts.append(f"{var}.is_inference()" if params.inference else f"not {var}.is_inference()")
-        return " and ".join(parts)
+        check = " and ".join(parts)
+        if params.strides is None:
+            # Not strided: never batched into TENSORS_MATCH's C++ checker, so under a torch
+            # function mode the reads go through the (mode-blind) reference meaning instead
+            # ([Note: Tensor properties past function modes]).
+            modes = ctx.const(mode_stack_len, "mode_stack_len")
+            holds = ctx.const(functools.partial(self.holds, params=params), "holds_past_modes")
+            return f"(({check}) if not {modes}() else {holds}({var}))"
+        return check
 
     # ---- display ----------------------------------------------------------------------
 
