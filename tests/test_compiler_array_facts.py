@@ -180,11 +180,19 @@ def test_inline_token_is_array_token(a: Any) -> None:
         def __init__(self, arr: Any) -> None:
             self.__array_interface__ = arr.__array_interface__
 
+    def outcome(fn: Any, *args: Any) -> Any:
+        # numpy may refuse to read an interface it wrote (numpy 2.2: an aligned structured
+        # dtype's padding field, "field 'f2' occurs more than once"): both must then raise alike
+        try:
+            return fn(*args)
+        except (TypeError, ValueError) as e:
+            return type(e)
+
     inline = _inline_tokens()
     for value in (a, a.view(Sub), Iface(a)):
         for (layout, aligned), token in inline.items():
             for _ in range(2):
-                assert token(value) is array_token(value, layout, aligned)
+                assert outcome(token, value) is outcome(array_token, value, layout, aligned)
     a.flags.writeable = False
     for (layout, aligned), token in inline.items():
         assert token(a) is array_token(a, layout, aligned)
