@@ -19,7 +19,8 @@
  *   _speedups_state.c.h     the State type;
  *   _speedups_dispatch.c.h  the slot's fields, the Dispatch struct and its call path;
  *   _speedups_dispatch_type.c.h  the rest of the Dispatch type;
- *   this file               the module.
+ *   this file               the helpers of generated checks over a batch of guards
+ *                           (dicts_lack, attrs_falsy, dicts_exclude) and the module.
  * setup.py lists the parts as the extension's depends (a change to any rebuilds it), and
  * the Makefile as prerequisites of the install.
  */
