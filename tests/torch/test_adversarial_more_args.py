@@ -16,14 +16,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from eager_compare import same  # noqa: E402
+
 import jitguard  # noqa: E402
 import jitguard.torch as jgt  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("restore_grad_mode")
 
-
-def same(got: Any, want: Any) -> None:
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
 def same_sign(got: Any, want: Any) -> None:

@@ -10,7 +10,6 @@ import functools
 import gc
 import types
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,28 +17,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
+from eager_compare import full, same, wmc  # noqa: E402
+
 import jitguard.torch as jgt  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("restore_grad_mode")
 
-
-def same(got: Any, want: Any) -> None:
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
-
-
-def full(v: float, n: int = 3) -> Any:
-    return torch.full((n,), float(v))
-
-
-def wmc(fn: Callable[..., Any], args: Callable[[], tuple[Any, ...]],
-        mutate: Callable[[], None], **opts: Any) -> Any:
-    """Compile, call twice against eager, mutate, call again against eager."""
-    cf = jgt.compile(fn, **opts)
-    same(cf(*args()), fn(*args()))
-    same(cf(*args()), fn(*args()))
-    mutate()
-    same(cf(*args()), fn(*args()))
-    return cf
 
 
 X = torch.ones(3)

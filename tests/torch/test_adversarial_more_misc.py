@@ -10,13 +10,12 @@ import collections
 import gc
 import threading
 import weakref
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from eager_compare import same, wmc  # noqa: E402
 from torch.fx.experimental.symbolic_shapes import ConstraintViolationError  # noqa: E402
 
 import jitguard  # noqa: E402
@@ -24,20 +23,6 @@ import jitguard.torch as jgt  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("restore_grad_mode")
 
-
-def same(got: Any, want: Any) -> None:
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
-
-
-def wmc(fn: Callable[..., Any], args: Callable[[], tuple[Any, ...]],
-        mutate: Callable[[], None], **opts: Any) -> Any:
-    """Compile, call twice against eager, mutate, call again against eager."""
-    cf = jgt.compile(fn, **opts)
-    same(cf(*args()), fn(*args()))
-    same(cf(*args()), fn(*args()))
-    mutate()
-    same(cf(*args()), fn(*args()))
-    return cf
 
 
 X = torch.ones(3)
