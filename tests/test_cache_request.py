@@ -42,6 +42,7 @@ def test_request_describes_the_call() -> None:
     assert req.fn.__code__ is f.__code__ and req.fn.__dict__ is f.__dict__
     assert req.fn.__closure__ is f.__closure__ and req.fn.__defaults__ is f.__defaults__
     assert req.fn.__qualname__ == f.__qualname__ and req.fn.__globals__ is f.__globals__
+    assert req.fn.__annotations__ is f.__annotations__
     assert req.arguments == {"a": 1, "b": 5, "rest": (6,), "k": 3, "kw": {"z": 4}}
     assert req.args == (1, 5, 6) and req.kwargs == {"k": 3, "z": 4}
     assert req.source("a") == LocalSource("a")

@@ -323,6 +323,9 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         pinned.__kwdefaults__ = fn.__kwdefaults__
         pinned.__qualname__, pinned.__module__ = fn.__qualname__, fn.__module__
         pinned.__doc__, pinned.__dict__ = fn.__doc__, fn.__dict__  # its attributes, shared
+        pinned.__annotations__ = fn.__annotations__
+        if hasattr(fn, "__type_params__"):  # Python 3.12
+            pinned.__type_params__ = fn.__type_params__  # type: ignore[attr-defined]
         return pinned
 
     def _limit_reached(self) -> Optional[str]:
