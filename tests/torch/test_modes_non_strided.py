@@ -37,3 +37,13 @@ def test_non_strided_tensor_guard_reads_past_modes(layout: str) -> None:
         f(make(5))
     cache = jitguard.cache_of(f)
     assert cache.stats().hits == 1 and cache.stats().compiles == 2
+
+
+def test_jagged_tensor_is_a_clear_guard_error() -> None:
+    """A jagged nested tensor (a ragged dim that is a nested int) is refused with a
+    GuardKindError naming the source and what to pass instead, not an AttributeError from
+    int() of its size."""
+    njt = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)], layout=torch.jagged)
+    f = jitguard.specialize(lambda x: x.values().sum(), automatic_dynamic=False)
+    with pytest.raises(jitguard.GuardKindError, match=r"TENSOR_MATCH on L\['x'\].*x\.offsets\(\)"):
+        f(njt)

@@ -153,8 +153,17 @@ class TensorMatch(GuardKind):
                 f"TENSOR_MATCH on {guard.name}: dispatch_keys must be one of {MODES}, got {mode!r}"
             )
         layout = value.layout
-        actual_sizes = _dims(value.shape)
-        actual_strides = _dims(value.stride()) if layout is _STRIDED else None
+        try:
+            actual_sizes = _dims(value.shape)
+            actual_strides = _dims(value.stride()) if layout is _STRIDED else None
+        except (AttributeError, TypeError, RuntimeError) as e:
+            # a jagged nested tensor: its ragged dim is a nested int, no int to compare
+            raise GuardKindError(
+                f"TENSOR_MATCH on {guard.name}: its sizes {tuple(value.shape)} are not all "
+                f"ints ({type_name(type(value))}, layout {layout}: a ragged dim is symbolic), "
+                f"so TENSOR_MATCH cannot guard it; pass its components (for a jagged nested "
+                f"tensor, x.values() and x.offsets()) as arguments instead"
+            ) from e
         dynamic = set(options.get("dynamic_dims", ()) or ())
         for d in dynamic:
             if type(d) is not int or not 0 <= d < len(actual_sizes):
