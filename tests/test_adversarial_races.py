@@ -57,7 +57,6 @@ def test_stats_read_while_threads_evict_never_go_backwards(dispatch_mode: str) -
     """stats() polled while threads call a maxsize=3 cache (evicting all the time): hits and
     misses never go backwards between two snapshots."""
     import itertools
-    import sys
 
     from jitguard import cache_of, specialize
 
@@ -84,20 +83,7 @@ def test_stats_read_while_threads_evict_never_go_backwards(dispatch_mode: str) -
                 bad.append((last, now))
             last = now
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        poller = threading.Thread(target=poll)
-        poller.start()
-        workers = [threading.Thread(target=work, args=(s,)) for s in (1, 2, 3)]
-        for t in workers:
-            t.start()
-        for t in workers:
-            t.join()
-    finally:
-        done.set()
-        poller.join()
-        sys.setswitchinterval(old)
+    _race(work, poll, done)
     assert not bad, bad[:2]
     final = cache_of(f).stats()
     assert final.evictions > 0 and final.entries <= 3
@@ -109,7 +95,6 @@ def test_threads_with_dying_identities_and_eviction_agree_with_the_function(
     """Threads calling with fresh objects (guarded by identity, dying right after), values
     of confusable types and maxsize=1, while another thread clears the cache: every answer
     is the plain function's, and no weakref callback raises."""
-    import sys
 
     from jitguard import cache_of, specialize
 
@@ -141,20 +126,7 @@ def test_threads_with_dying_identities_and_eviction_agree_with_the_function(
         while not done.is_set():
             cache_of(f).clear()
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        clearer = threading.Thread(target=clear)
-        clearer.start()
-        workers = [threading.Thread(target=work, args=(s,)) for s in (1, 2, 3)]
-        for t in workers:
-            t.start()
-        for t in workers:
-            t.join()
-    finally:
-        done.set()
-        clearer.join()
-        sys.setswitchinterval(old)
+    _race(work, clear, done)
     assert not wrong, wrong[:3]
 
 
@@ -194,3 +166,24 @@ def test_an_object_dying_while_its_check_is_generated(monkeypatch: pytest.Monkey
     assert not raised, [r.exc_value for r in raised]
     assert not check.valid and "deallocated" in str(check.invalid_reason)
     assert check.fn(obj) is False and check.fn(Obj()) is False
+
+
+def _race(work: Any, background: Any, done: threading.Event) -> None:
+    """Run ``work(1)``, ``work(2)``, ``work(3)`` in threads with ``background`` in another
+    until they end (then ``done`` is set), switching threads as often as CPython allows."""
+    import sys
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        other = threading.Thread(target=background)
+        other.start()
+        workers = [threading.Thread(target=work, args=(s,)) for s in (1, 2, 3)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+    finally:
+        done.set()
+        other.join()
+        sys.setswitchinterval(old)
