@@ -8,7 +8,7 @@ Modules, lowest first: ``codecache`` (compiling generated code, for every layer 
 generates some; it imports nothing of jitguard) and ``constants`` (what a constant is,
 strict equality); ``values`` (safe display of values, identity binding) <- ``kinds`` (the GuardKind
 protocol and registry) <- ``identity_kinds``, ``global_state_kind`` <- ``builtin_kinds``
-(registers them all) <- ``python_kinds`` (kinds a bytecode frontend needs),
+(registers them all) <- ``python_kinds`` and ``attr_kinds`` (kinds a bytecode frontend needs),
 ``array_kinds`` and ``triton_kinds`` (arrays, Triton's int and pointer classes, over the pure
 fact functions of ``array_facts``) <- ``builder``
 (GuardBuilder) <- ``shape`` (SHAPE_ENV) <- ``reference`` <- ``writer`` (one generated function) <- ``chunks`` <- ``codegen`` <- ``check``

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from ..errors import GuardCompileError
 from ..guards import Guard, GuardEnvExpr, Source
 from . import array_kinds as _array_kinds  # noqa: F401  (registers the kinds)
+from . import attr_kinds as _attr_kinds  # noqa: F401  (registers the kinds)
 from . import builtin_kinds as _builtin_kinds  # noqa: F401  (registers the kinds)
 from . import python_kinds as _python_kinds  # noqa: F401  (registers the kinds)
 from . import triton_kinds as _triton_kinds  # noqa: F401  (registers the kinds)

@@ -316,7 +316,7 @@ def _decode_snapshot(data: Any) -> Any:
 
 def _register_core_types() -> None:
     from ..global_state import GlobalStateSnapshot
-    from .python_kinds import _AttrsSpec, _ClassAttr, _ClassAttrsSpec
+    from .attr_kinds import _AttrsSpec, _ClassAttr, _ClassAttrsSpec
 
     register_schema_codec(GlobalStateSnapshot, _encode_snapshot, _decode_snapshot,
                           name="jitguard:GlobalStateSnapshot")
