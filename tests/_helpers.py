@@ -168,6 +168,15 @@ def accepts(check: Any, value: Any) -> bool:
     return bool(got)
 
 
+def check_of(create_fn: Any, value: Any, source: Any = None) -> Any:
+    """The compiled check of one guard made by ``create_fn`` on ``source`` (``L['x']`` by
+    default), built on the frame ``{"x": value}``."""
+    from jitguard import LocalSource, compile_guards
+
+    src = LocalSource("x") if source is None else source
+    return compile_guards([src.make_guard(create_fn)], f_locals={"x": value}, arg_names=["x"])
+
+
 def set_in_place(array: Any, **attrs: Any) -> None:
     """Set a numpy array's ``shape`` or ``dtype`` in place. numpy 2.5 deprecates it (a
     DeprecationWarning, an error in CI) but still does it, and such a change after a hit is

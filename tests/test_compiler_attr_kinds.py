@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from _helpers import accepts as agree
+from _helpers import check_of
 from jitguard import (
     AttrSource,
     GetItemSource,
@@ -19,16 +21,6 @@ from jitguard import (
 )
 
 L = LocalSource("x")
-
-
-def check_of(create_fn: Any, value: Any, source: Any = L) -> Any:
-    return compile_guards([source.make_guard(create_fn)], f_locals={"x": value}, arg_names=["x"])
-
-
-def agree(check: Any, value: Any) -> bool:
-    got = check(value)
-    assert got == check.reference(value)
-    return bool(got)
 
 
 class Mod:

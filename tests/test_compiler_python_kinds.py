@@ -8,24 +8,9 @@ from typing import Any
 
 import pytest
 
-from jitguard import (
-    GuardBuilder,
-    GuardKindError,
-    LocalSource,
-    compile_guards,
-)
-
-L = LocalSource("x")
-
-
-def check_of(create_fn: Any, value: Any, source: Any = L) -> Any:
-    return compile_guards([source.make_guard(create_fn)], f_locals={"x": value}, arg_names=["x"])
-
-
-def agree(check: Any, value: Any) -> bool:
-    got = check(value)
-    assert got == check.reference(value)
-    return bool(got)
+from _helpers import accepts as agree
+from _helpers import check_of
+from jitguard import GuardBuilder, GuardKindError
 
 
 class Mod:
