@@ -32,6 +32,22 @@
 
 /* ---- helpers of generated checks ([Note: Batched leaves], compiler/bulk.py) ----------- */
 
+/* 1 when some name of the tuple ``attrs`` is in ``d``, 0 when none is, -1 with an exception
+ * set: by the dict's own lookup when ``by_dict`` (a dict subclass's ``__contains__`` is not
+ * run), else by the ``in`` operator. */
+static int
+any_name_in(PyObject *d, PyObject *attrs, int by_dict)
+{
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(attrs); j++) {
+        PyObject *name = PyTuple_GET_ITEM(attrs, j);
+        int has = by_dict ? PyDict_Contains(d, name) : PySequence_Contains(d, name);
+        if (has != 0) {
+            return has;
+        }
+    }
+    return 0;
+}
+
 /* dicts_lack(attrs, *values): True when no value's instance dict holds a key of ``attrs``
  * (a tuple of str); False for a value with no instance dict. bulk.dicts_lack is its
  * meaning, in Python. */
@@ -43,7 +59,6 @@ py_dicts_lack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *attrs = args[0];
-    Py_ssize_t nattrs = PyTuple_GET_SIZE(attrs);
     for (Py_ssize_t i = 1; i < nargs; i++) {
         PyObject *d = PyObject_GenericGetDict(args[i], NULL);
         if (d == NULL) {
@@ -57,19 +72,14 @@ py_dicts_lack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(d);
             Py_RETURN_FALSE;
         }
-        if (PyDict_GET_SIZE(d) != 0) {
-            for (Py_ssize_t j = 0; j < nattrs; j++) {
-                int has = PyDict_Contains(d, PyTuple_GET_ITEM(attrs, j));
-                if (has != 0) {
-                    Py_DECREF(d);
-                    if (has < 0) {
-                        return NULL;
-                    }
-                    Py_RETURN_FALSE;
-                }
-            }
-        }
+        int has = PyDict_GET_SIZE(d) != 0 ? any_name_in(d, attrs, 1) : 0;
         Py_DECREF(d);
+        if (has != 0) {
+            if (has < 0) {
+                return NULL;
+            }
+            Py_RETURN_FALSE;
+        }
     }
     Py_RETURN_TRUE;
 }
@@ -221,17 +231,14 @@ py_dicts_exclude(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (d == NULL) {
             return NULL;
         }
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(attrs); j++) {
-            int has = PySequence_Contains(d, PyTuple_GET_ITEM(attrs, j));
-            if (has != 0) {
-                Py_DECREF(d);
-                if (has < 0) {
-                    return NULL;
-                }
-                Py_RETURN_FALSE;
-            }
-        }
+        int has = any_name_in(d, attrs, 0);
         Py_DECREF(d);
+        if (has != 0) {
+            if (has < 0) {
+                return NULL;
+            }
+            Py_RETURN_FALSE;
+        }
     }
     Py_RETURN_TRUE;
 }
