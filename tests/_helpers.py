@@ -177,6 +177,21 @@ def check_of(create_fn: Any, value: Any, source: Any = None) -> Any:
     return compile_guards([src.make_guard(create_fn)], f_locals={"x": value}, arg_names=["x"])
 
 
+def memo(request: Any) -> Any:
+    """A compiler whose artifact returns what the function returned on the compiling call."""
+    result = request.fn(*request.args, **request.kwargs)
+    return lambda *args, **kwargs: result
+
+
+def preset(fn: Any, policy: str) -> Any:
+    """``fn`` specialized under the named policy preset, with ``memo`` as its compiler, no
+    recompile limit, no automatic dynamic and no global-state guard."""
+    from jitguard import specialize
+
+    return specialize(fn, compiler=memo, policy=policy, recompile_limit=None,
+                      automatic_dynamic=False, global_state=False)
+
+
 def set_in_place(array: Any, **attrs: Any) -> None:
     """Set a numpy array's ``shape`` or ``dtype`` in place. numpy 2.5 deprecates it (a
     DeprecationWarning, an error in CI) but still does it, and such a change after a hit is

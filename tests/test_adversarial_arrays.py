@@ -5,25 +5,14 @@ The compilers memoize: a stale entry shows as a wrong answer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
-from jitguard import CompileRequest, specialize
+from _helpers import preset
 
 pytestmark = pytest.mark.usefixtures("dispatch_mode")
-
-
-def memo(request: CompileRequest) -> Callable[..., Any]:
-    result = request.fn(*request.args, **request.kwargs)
-    return lambda *args, **kwargs: result
-
-
-def preset(fn: Callable[..., Any], policy: str) -> Any:
-    return specialize(fn, compiler=memo, policy=policy, recompile_limit=None,
-                      automatic_dynamic=False, global_state=False)
 
 
 def meta(a: Any) -> Any:

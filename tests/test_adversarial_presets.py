@@ -6,25 +6,15 @@ entry served to a call its guards do not pin returns a stale answer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
-from jitguard import CompileRequest, cache_of, specialize
+from _helpers import preset
+from jitguard import cache_of
 
 pytestmark = pytest.mark.usefixtures("dispatch_mode")
-
-
-def memo(request: CompileRequest) -> Callable[..., Any]:
-    result = request.fn(*request.args, **request.kwargs)
-    return lambda *args, **kwargs: result
-
-
-def preset(fn: Callable[..., Any], policy: str) -> Any:
-    return specialize(fn, compiler=memo, policy=policy, recompile_limit=None,
-                      automatic_dynamic=False, global_state=False)
 
 
 class Wrapper:
