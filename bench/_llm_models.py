@@ -1,0 +1,95 @@
+"""Real transformers models at full depth and tiny width, built from configs with random
+weights (nothing downloaded), shared by the LLM bench (bench_llm.py), the store bench and the
+real-model tests (tests/torch/).
+
+A model's guard set depends on its depth and structure, not its width: ``build("qwen3")``
+has Qwen3-8B's 36 layers, hence its guards, at hidden size 64. Each builder returns the
+model in eval mode and the keyword arguments of one forward (batch 1, 8 tokens, or one
+32x32 image for ViT).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+# The real depth of the model each name stands for.
+DEPTHS = {"qwen3": 36, "llama": 32, "gpt2": 12, "bert": 12, "vit": 12}
+TOKENS = 8
+VOCAB = 512
+
+
+def _tokens(seq: int = TOKENS) -> dict[str, Any]:
+    g = torch.Generator().manual_seed(0)
+    return {"input_ids": torch.randint(0, VOCAB, (1, seq), generator=g)}
+
+
+def _qwen3(layers: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+    import transformers
+
+    cfg = transformers.Qwen3Config(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, use_cache=False,
+    )
+    return transformers.Qwen3ForCausalLM(cfg), {**_tokens(), "use_cache": False}
+
+
+def _llama(layers: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+    import transformers
+
+    cfg = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, use_cache=False,
+    )
+    return transformers.LlamaForCausalLM(cfg), {**_tokens(), "use_cache": False}
+
+
+def _gpt2(layers: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+    import transformers
+
+    cfg = transformers.GPT2Config(
+        vocab_size=VOCAB, n_embd=64, n_layer=layers, n_head=4, n_positions=64, use_cache=False,
+        bos_token_id=0, eos_token_id=0,
+    )
+    return transformers.GPT2LMHeadModel(cfg), {**_tokens(), "use_cache": False}
+
+
+def _bert(layers: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+    import transformers
+
+    cfg = transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+        num_attention_heads=4, max_position_embeddings=64,
+    )
+    return transformers.BertModel(cfg), _tokens()
+
+
+def _vit(layers: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+    import transformers
+
+    cfg = transformers.ViTConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=layers, num_attention_heads=4,
+        image_size=32, patch_size=8,
+    )
+    g = torch.Generator().manual_seed(0)
+    return transformers.ViTModel(cfg), {"pixel_values": torch.randn(1, 3, 32, 32, generator=g)}
+
+
+BUILDERS: dict[str, Callable[[int], tuple[torch.nn.Module, dict[str, Any]]]] = {
+    "qwen3": _qwen3, "llama": _llama, "gpt2": _gpt2, "bert": _bert, "vit": _vit,
+}
+
+
+def build(name: str, layers: int | None = None, device: str = "cpu"
+          ) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The model ``name`` (a key of BUILDERS) with ``layers`` layers (default: its real depth),
+    seeded, in eval mode on ``device``, and the keyword arguments of one forward there."""
+    if name not in BUILDERS:
+        raise ValueError(f"unknown model {name!r}; expected one of {sorted(BUILDERS)}")
+    torch.manual_seed(0)
+    model, kwargs = BUILDERS[name](DEPTHS[name] if layers is None else layers)
+    model = model.to(device).eval()
+    kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    return model, kwargs
