@@ -15,7 +15,7 @@ SPEEDUPS_SRC := $(wildcard src/jitguard/_src/_speedups.c src/jitguard/_src/_spee
 $(STAMP): pyproject.toml constraints.txt setup.py $(SPEEDUPS_SRC)
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -c constraints.txt -e '.[dev,torch]'
+	$(VPY) -m pip install --quiet -c constraints.txt -e '.[dev,torch,models]'
 	touch $(STAMP)
 
 test: $(STAMP) lint
@@ -31,7 +31,7 @@ demo: $(STAMP)
 # The reference docs (mkdocs.yml): API pages, design notes and examples, into build/site;
 # any warning fails the build.
 $(DOCS_STAMP): $(STAMP)
-	$(VPY) -m pip install --quiet -c constraints.txt -e '.[dev,torch,docs]'
+	$(VPY) -m pip install --quiet -c constraints.txt -e '.[dev,torch,models,docs]'
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)
