@@ -31,11 +31,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("checkpoints",),
     ("contexts",),
     ("compiler",),
+    ("dispatch",),
     ("store",),
     ("cache",),
     ("torch",),
 ]
-OPTIONAL = {"compiler", "store", "cache", "_speedups"}  # _speedups: the C extension, optional
+OPTIONAL = {"compiler", "dispatch", "store", "cache"}
 TORCH_PACKAGE = "torch"  # the one entry allowed to import torch
 PUBLIC_LEVEL = len(LAYERS)  # ``jitguard`` itself, and anything outside ``_src``
 

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..dispatch.entry import CacheEntry
 from ..guards import Source
-from .compile import int_value_sources
-from .entry import CacheEntry
+from .job import int_value_sources
 from .observe import dispatch_log
 from .reasons import EXPLAINED, RecompileRecord, format_recompile, keepable, log
 from .stance import refuse

@@ -1,10 +1,10 @@
 """The layout of index keys and the code generated for it: the dispatcher (the specialized
 function itself) and the careful key function.
 
-May import: compiler.codecache, cache.signature, cache.entry, cache.layout, cache.fast.
+May import: compiler.codecache, dispatch.signature, dispatch.entry, dispatch.layout, dispatch.fast.
 
-The layouts and the key expressions themselves are made in ``cache.layout``; the optional C
-hot path in ``cache.fast`` ([Note: The C hot path]).
+The layouts and the key expressions themselves are made in ``dispatch.layout``; the optional C
+hot path in ``dispatch.fast`` ([Note: The C hot path]).
 
 # [Note: Key layout]
 # Keys are laid out per snapshot (``Layout``) to keep the hit path short:

@@ -2,7 +2,7 @@
 restarts) and the check function; and which sources a recompile makes dynamic.
 
 May import: errors, guards, ids, sources, global_state, contexts, compiler.*,
-cache.signature, cache.entry, cache.policy, cache.request, cache.reasons.
+dispatch.signature, dispatch.entry, cache.policy, cache.request, cache.reasons.
 
 See [Note: The call path] (steps 1-3) in ``specialize``.
 
@@ -36,16 +36,16 @@ from typing import Any, Optional
 from ..compiler.builder import GuardBuilder
 from ..compiler.check import CheckFunction, compile_guards
 from ..contexts import CompileContext, TracingContext, compile_context, tracing
+from ..dispatch.entry import CacheEntry
+from ..dispatch.signature import Signature
 from ..errors import JitGuardError, RestartCompile
 from ..global_state import global_states
 from ..guards import Source
 from ..ids import CompileId
 from ..sources import GlobalStateSource, LocalSource
-from .entry import CacheEntry
 from .policy import ArgContext, ArgPolicy, root_name
 from .reasons import EntryFailures
 from .request import CompileRequest, as_source
-from .signature import Signature
 
 __all__ = ["CompileJob", "Compiled", "covered", "identity_compiler", "int_value_sources"]
 

@@ -1,9 +1,9 @@
 """``CacheEntry``: one compiled specialization, the facts its guards pin, and how
 specialized it is.
 
-May import: _util, guards, ids, sources, compiler.*, cache.signature, cache.facts.
+May import: _util, guards, ids, sources, compiler.*, dispatch.signature, dispatch.facts.
 
-The facts an entry is keyed by are made in ``cache.facts`` ([Note: Facts of an entry]).
+The facts an entry is keyed by are made in ``dispatch.facts`` ([Note: Facts of an entry]).
 
 # [Note: Specificity]
 # When several entries accept a call, the most specialized wins. An entry's specificity is
