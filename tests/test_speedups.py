@@ -8,10 +8,12 @@ import gc
 import os
 import pickle
 import random
+import re
 import subprocess
 import sys
 import threading
 import weakref
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -440,6 +442,36 @@ def test_len_parts_only_for_builtin_containers() -> None:
     assert fast.state_for(ok, False, {}, LINEAR, FOLLOWERS, None).mode == fast.MODE_EXACT
     mixed = Layout((dim,), (None,), False, (frozenset({id(tuple), id(Sized)}),))
     assert fast.state_for(mixed, False, {}, LINEAR, FOLLOWERS, None).mode == fast.MODE_FORWARD
+
+
+def _header_codes() -> dict[str, int]:
+    """Every code speedups.h declares (its ``enum { NAME = n, ... }`` members and its
+    ``#define NAME n`` numbers, or ``#define NAME OTHER`` of one of those), by name."""
+    header = (Path(fast.__file__).resolve().parents[1] / "_speedups" / "speedups.h").read_text()
+    header = re.sub(r"/\*.*?\*/", "", header, flags=re.S)
+    codes: dict[str, int] = {}
+    for body in re.findall(r"enum\s*\{(.*?)\}", header, flags=re.S):
+        for name, value in re.findall(r"(\w+)\s*=\s*(\d+)", body):
+            codes[name] = int(value)
+    for name, value in re.findall(r"^#define\s+(\w+)\s+(\w+)\s*$", header, flags=re.M):
+        codes[name] = int(value) if value.isdigit() else codes[value]
+    return codes
+
+
+def test_state_codes_are_the_headers() -> None:
+    """The State codes fast.py speaks (MODE_, PRE_, EXPR_, MAX_DIVISORS) and native.ABI are
+    the ones speedups.h declares, one for one: a code added or renumbered on one side only
+    fails here, in either dispatcher mode and without the extension built."""
+    from jitguard._src import native
+
+    header = _header_codes()
+    prefixes = ("MODE_", "PRE_", "EXPR_")
+    in_c = {n: v for n, v in header.items() if n.startswith(prefixes) and n != "EXPR_LAST"}
+    in_py = {n: getattr(fast, n) for n in dir(fast) if n.startswith(prefixes)}
+    assert in_py == in_c and len(in_c) >= 15
+    assert header["EXPR_LAST"] == max(v for n, v in in_c.items() if n.startswith("EXPR_"))
+    assert fast.MAX_DIVISORS == header["MAX_DIVISORS"]
+    assert native.ABI == header["SPEEDUPS_ABI"]
 
 
 # ---- switching off, and failing to load ------------------------------------------------------

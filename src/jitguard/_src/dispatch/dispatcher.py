@@ -196,20 +196,18 @@ class KeyCode:
             del parent[part]
 
     def entry_key(self, entry: CacheEntry) -> Any:
+        """``entry``'s key as ``key_of`` computes it for a call ``entry`` holds on, from
+        ``entry.key_parts`` (NOKEY: it has none in this layout)."""
+        components = entry.key_parts(self.layout.dims)
+        if components is None:
+            return NOKEY
         parts: list[Any] = []
         type_keys = self.type_keys
-        for k, (dim, hoisted) in enumerate(zip(self.layout.dims, self.layout.hoisted,
-                                               strict=True)):
+        for k, (dim, hoisted, comps) in enumerate(zip(self.layout.dims, self.layout.hoisted,
+                                                      components, strict=True)):
             if dim.union is not None:
-                part = entry.union_part(dim)
-                if part is None:
-                    return NOKEY
-                parts.append(part)
-                continue
-            comps = entry.facts.get(dim)
-            if comps is None:
-                return NOKEY
-            if hoisted is not None:
+                parts.append(comps[0])
+            elif hoisted is not None:
                 if comps[0] is not hoisted[1] and comps[0] != hoisted[1]:
                     return NOKEY
                 parts.extend(comps[1:])

@@ -90,7 +90,8 @@ if _speedups is not None:
 
 _enabled = _speedups is not None
 
-# The codes of ``_speedups.State`` (see _speedups/speedups.h).
+# The codes of ``_speedups.State``, as speedups.h declares them (tests/test_speedups.py holds
+# the two equal, name for name).
 MODE_FORWARD, MODE_NODIMS, MODE_EXACT, MODE_KEYED = 0, 1, 2, 3
 PRE_NONE, PRE_IS, PRE_SET = 0, 1, 2
 (EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN, EXPR_ARRAY, EXPR_INT_CLASS, EXPR_PTR, EXPR_UNION,
