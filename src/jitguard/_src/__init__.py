@@ -1,5 +1,7 @@
 """jitguard's private implementation. Nothing here is public API; see ``jitguard``.
 
+May import: nothing (the modules below import each other, as [Note: Layering] says).
+
 # [Note: Layering]
 # Modules import one way, lowest first:
 #   errors, _util, stacks, weak, config, integrations, logs, structured, _speedups, native

@@ -2,7 +2,7 @@
 (the dispatcher's hot path in ``dispatch.fast``, the batch helpers of generated checks in
 ``compiler.bulk``).
 
-May import: _speedups.ext (the standard library otherwise).
+May import: _speedups (its extension ``ext``; the standard library otherwise).
 
 # [Note: Loading the extension]
 # The extension is used only when it is built, importable, of this package's ABI (a build

@@ -4,7 +4,7 @@ cache.specialize, from "decide between compiling"). ``FunctionCache._miss`` call
 the function's compile lock; it reads and updates the cache's private state.
 
 May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` module except
-cache.specialize (but its ``FunctionCache`` for typing) and cache.decorators.
+cache.specialize and cache.decorators; cache.specialize for types only (its ``FunctionCache``).
 """
 
 from __future__ import annotations
