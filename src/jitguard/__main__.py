@@ -1,4 +1,7 @@
-"""``python -m jitguard cache ls | show KEY | stats | clear`` (see ``_src/store/cli.py``)."""
+"""``python -m jitguard cache ls | show KEY | stats | clear`` (see ``_src/store/cli.py``).
+
+May import: jitguard._src.store.cli.
+"""
 
 import sys
 

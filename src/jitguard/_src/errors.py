@@ -143,3 +143,10 @@ class ArtifactError(JitGuardError, ValueError):
     """A compiled artifact cannot be stored, or a stored one cannot be used in this process;
     the message says why (a backend torch cannot serialize, code changed since it was
     stored, ...)."""
+
+
+# [Note: Public submodules] (in ``jitguard``): a class says the module users reach it by, so
+# a traceback or repr prints ``jitguard.GuardCompileError``; pickle finds it there too.
+for _name in __all__:
+    globals()[_name].__module__ = "jitguard"
+del _name

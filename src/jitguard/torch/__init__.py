@@ -5,6 +5,8 @@ Importing ``jitguard.torch`` imports torch and installs the integration (``impor
 alone never imports torch; see [Note: Lazy integrations]). The code lives in
 ``jitguard._src.torch``.
 
+May import: jitguard._src.torch.
+
     import jitguard.torch as jgt
 
     @jgt.compile

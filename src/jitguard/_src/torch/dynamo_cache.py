@@ -122,6 +122,9 @@ class BackendCompilerFailed(JitGuardError, adapter.BackendCompilerFailed):
         )
 
 
+BackendCompilerFailed.__module__ = "jitguard.torch"  # [Note: Public submodules]
+
+
 class TorchCompiler:
     """The ``compiler=`` of the cache behind ``jitguard.torch.compile``: one Dynamo capture
     per entry ([Note: jitguard.torch.compile on Dynamo])."""
