@@ -112,3 +112,20 @@ def test_tlparse_example_when_traces_exist(site: pathlib.Path) -> None:
     assert "index.html lists every compile id: True" in text
     for cid in ("[0/0]", "[0/1]", "[0/2]"):
         assert f"{cid}: " in text
+
+
+def test_advice_page_shows_each_rule_run(site: pathlib.Path) -> None:
+    """docs/advice.md embeds each rule's example with the advice it printed at build time."""
+    page = html.unescape(_page(site, "advice"))
+    for shown in (
+        'fix: jitguard.specialize(scale, dynamic=["mode"])',
+        "fn = functools.partial(...)  # once, before the loop",
+        "Recompile limit (3) hit: The argument key",
+        "fix: torch._dynamo.mark_dynamic(x, 0)",
+        "The global ACTIVATION is baked into each compile",
+        "The closure variable mode is baked into each compile",
+        "fix: x = x.to(torch.float32)",
+        "fix: x.requires_grad_(True)",
+        "compiles: 2 | advice: []",
+    ):
+        assert shown in page, shown
