@@ -73,6 +73,10 @@ class Explanation:
             f"{s['compiles']} (recompiles {s['recompiles']}, failed {s['failures']}), "
             f"fallbacks {s['fallbacks']}, invalidated {s['invalidations']}"
         )
+        if s.get("capture_failures") or s.get("backend_failures"):
+            out.append(f"  capture failures {s['capture_failures']} (served by Dynamo's frame "
+                       f"path: {s['frame_path']} entries), backend failures "
+                       f"{s['backend_failures']}")
         top = d["most_rejecting_guard"]
         if top is not None:
             out.append(
@@ -89,6 +93,11 @@ class Explanation:
                 f"check {_us(e['check_cost_ns'])} per call, {made}, "
                 f"specificity {e['specificity']}{dynamic}{state}"
             )
+            layer = e.get("guard_layer")
+            if layer:
+                out.append(f"    guards: {layer['layer']}: {layer['why']}")
+                if layer.get("pieces"):
+                    out.append(f"    pieces: {layer['pieces']}")
             guards = e["guards"]
             for g in guards[: self.max_guards]:
                 failed = g.get("failures", 0)
@@ -145,7 +154,8 @@ class Explanation:
         return f"<Explanation {self.data['function']}: {len(self.data['entries'])} entries>"
 
 
-def _entry(entry: Any, info: Any, loaded: dict[Optional[str], Any]) -> dict[str, Any]:
+def _entry(entry: Any, info: Any, loaded: dict[Optional[str], Any],
+           layer: Optional[dict[str, str]] = None) -> dict[str, Any]:
     counts = dict(entry.failure_counts)
     guards = []
     for leaf in entry.check.leaves:
@@ -171,6 +181,7 @@ def _entry(entry: Any, info: Any, loaded: dict[Optional[str], Any]) -> dict[str,
         ),
         "failure_counts": counts,
         "guards": guards,
+        "guard_layer": layer,
     }
 
 
@@ -197,8 +208,11 @@ def explain(f: Union[Callable[..., Any], FunctionCache], *, max_guards: int = 50
             "recompiles": stats.recompiles, "restarts": stats.restarts,
             "failures": stats.failures, "fallbacks": stats.fallbacks,
             "invalidations": stats.invalidations, "entries": stats.entries,
+            "capture_failures": stats.capture_failures,
+            "backend_failures": stats.backend_failures, "frame_path": stats.frame_path,
         },
-        "entries": [_entry(e, cache.compile_info(e), loaded) for e in cache.entries()],
+        "entries": [_entry(e, cache.compile_info(e), loaded, cache.guard_layer(e))
+                    for e in cache.entries()],
         "compiles": [info.as_dict() for info in cache.compile_infos()],
         "guard_failure_counts": counts,
         "rejections": rejections,

@@ -121,6 +121,12 @@ class CacheInspection:
             evictions=counts["evictions"],
         )
 
+    def guard_layer(self, entry: CacheEntry) -> Optional[dict[str, str]]:
+        """Which guards decide ``entry``'s calls and why (``{"layer", "why"}``), for a cache
+        whose entries are not all decided by jitguard's own check (``jitguard.torch.compile``
+        says so per entry); None: jitguard's check, nothing more to say."""
+        return None
+
     def store_events(self) -> tuple[StoreEvent, ...]:
         """What happened to this function's stored entries, oldest first: loaded, rejected
         (why), stale (why), saved, not stored ([Note: Persistent entries] 5); () without a
