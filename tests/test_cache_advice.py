@@ -77,6 +77,15 @@ def test_automatic_dynamic_int_is_no_churn() -> None:
     assert cache_of(f).advice() == []
 
 
+def test_a_source_made_dynamic_has_stopped_churning() -> None:
+    """Even at threshold 1, an int that automatic dynamic relaxed gets no advice."""
+    f = specialize(lambda x, n: x)
+    for n in range(4):
+        f(1, n)
+    assert cache_of(f).recompile_counts == {"compiled": 1}
+    assert cache_of(f).advice(threshold=1) == []
+
+
 def test_alternating_known_values_is_no_churn() -> None:
     """Values that alternate between ones already compiled hit: no advice."""
     f = specialize(lambda x, s: x)

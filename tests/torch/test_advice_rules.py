@@ -83,6 +83,7 @@ def test_dim_with_automatic_dynamic_is_no_churn() -> None:
     for n in range(2, 8):
         f(torch.ones(n))
     assert cache_of(f).advice() == []
+    assert cache_of(f).advice(threshold=1) == []  # the newest entry's dim is dynamic
 
 
 def test_dim_changing_in_specialize() -> None:

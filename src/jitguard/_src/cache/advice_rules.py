@@ -189,8 +189,8 @@ def generic(churn: Churn, ctx: AdviceContext) -> Advice:
 
 
 def register_builtin_rules() -> None:
-    for name, rule in (("baked-in", baked_in), ("pinned-scalar", pinned_scalar),
-                       ("new-object", new_object), ("length", changing_length),
+    for name, rule in (("new-object", new_object), ("baked-in", baked_in),
+                       ("pinned-scalar", pinned_scalar), ("length", changing_length),
                        ("generic", generic)):
         register_advice_rule(name, rule, builtin=True)
 
