@@ -238,6 +238,8 @@ def test_limit_hit_names_the_source_that_used_it_up() -> None:
     assert a.message.startswith("Recompile limit (2) hit: The argument s")
     text = str(w[0].message)
     assert "Advice:" in text and a.message in text and 'dynamic=["s"]' in text
+    assert "evidence: 1 recompile (recompile limit 2 hit); values seen: 'a', 'b'" in str(
+        jg.explain(f))
 
 
 def test_limit_error_carries_the_advice() -> None:
