@@ -192,14 +192,25 @@ def test_global_baked_in_by_a_compiler() -> None:
     assert a.fix is not None and "def step(x, ..., MODE)" in a.fix
 
 
-def test_generic_advice_names_the_source() -> None:
-    """A churn no rule knows (a list's length) still names the source and its guard."""
+def test_changing_length() -> None:
+    """A list whose length keeps changing: keep it fixed or pass one array."""
     f = specialize(lambda xs: xs)
     for n in range(1, 6):
         f([0] * n)
     (a,) = cache_of(f).advice()
-    assert a.source == "L['xs']" and a.rule == "generic" and a.fix is None
-    assert a.evidence.recompiles == 4 and "SEQUENCE_LENGTH" in a.message
+    assert (a.source, a.rule, a.fix) == ("L['xs']", "length", None)
+    assert a.evidence.values == ("1", "2", "3", "4", "5") and a.evidence.recompiles == 4
+    assert "length of L['xs'] kept changing" in a.message
+
+
+def test_generic_advice_names_the_source() -> None:
+    """A churn no rule knows (a dict's keys) still names the source and its guard."""
+    f = specialize(lambda d: d)
+    for key in "abcd":
+        f({key: 0})
+    (a,) = cache_of(f).advice()
+    assert a.source == "L['d']" and a.rule == "generic" and a.fix is None
+    assert a.evidence.recompiles == 3 and "DICT_KEYS_MATCH" in a.message
 
 
 # ---- the recompile limit -------------------------------------------------------------------

@@ -308,5 +308,6 @@ def test_advice_page_shows_each_rule_run(site: pathlib.Path) -> None:
         "fix: x = x.to(torch.float32)",
         "fix: x.requires_grad_(True)",
         "compiles: 2 | advice: []",
+        "The length of L['values'] kept changing (lengths 1, 2, 3, 4, 5",
     ):
         assert shown in page, shown

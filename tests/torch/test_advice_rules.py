@@ -155,6 +155,20 @@ def test_dynamo_pinned_int() -> None:
                                           "jitguard.torch.compile(f, dynamic=True)")
 
 
+def test_list_length_under_dynamo() -> None:
+    """A list of tensors whose length changes: pass one stacked tensor."""
+
+    @jgt.compile
+    def f(xs: Any) -> Any:
+        return sum(xs)
+
+    for n in range(1, 6):
+        f([torch.ones(2)] * n)
+    a = _one(f)
+    assert (a.source, a.rule) == ("L['xs']", "length")
+    assert a.fix == "f(..., torch.stack(xs))  # one tensor: its length is a dim"
+
+
 # ---- an object created on each call --------------------------------------------------------
 
 

@@ -334,16 +334,19 @@ def advise(cache: Any, extra: Sequence[RecompileRecord] = (), *,
     if not records:
         return []
     pinned = _Pinned()
-    for entry in cache.entries():
-        for leaf in entry.check.leaves:
-            pinned.add(entry.compile_id, leaf.kind.name, leaf.params,
-                       [s.name() for s in leaf.sources])
+    wanted: set[str] = set()  # only what failed is read from the live entries
     for record in records:
         for item in record.entries:
             for failure in item.failures:
                 if failure.kind not in _NOT_A_CAUSE and failure.kind != "INVALIDATED":
                     pinned.add(item.compile_id, failure.kind, failure.params,
                                failure.source_names)
+                    wanted.update(failure.source_names)
+    for entry in cache.entries():
+        for leaf in entry.check.leaves:
+            names = [s.name() for s in leaf.sources]
+            if wanted.intersection(names):
+                pinned.add(entry.compile_id, leaf.kind.name, leaf.params, names)
     counts: Counter[str] = Counter()
     kinds: dict[str, set[str]] = {}
     first: dict[str, int] = {}

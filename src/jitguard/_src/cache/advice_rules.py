@@ -1,7 +1,7 @@
 """The built-in rules of the recompile advisor ([Note: Recompile advice] in cache.advice): a
 global or closure variable baked into each compile, a scalar argument pinned by value, an
-object guarded by identity and created anew on each call, and the plain advice for a
-source no rule takes. Rules read sources, kinds and pinned values, never reason text.
+object guarded by identity and created anew on each call, a list or tuple whose length keeps
+changing, and the plain advice for a source no rule takes. Rules read sources, kinds and pinned values, never reason text.
 
 May import: _util, compiler.*, cache.advice.
 """
@@ -143,6 +143,38 @@ def new_object(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
     )
 
 
+LENGTH_KINDS = ("SEQUENCE_LENGTH", "LIST_LENGTH", "TUPLE_ITERATOR_LEN", "LENGTH_CHECK")
+
+
+def _length(params: Any) -> Optional[int]:
+    if type(params) is int:
+        return params
+    if type(params) is tuple and params and type(params[-1]) is int:
+        return params[-1]
+    return None
+
+
+def changing_length(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
+    """A list or tuple whose length keeps changing: each length compiles once; keep it
+    fixed, or pass the items as one tensor or array."""
+    seen = churn.of_kind(*LENGTH_KINDS)
+    lengths = list(dict.fromkeys(_length(s.params) for s in seen))
+    if len(lengths) < 2 or None in lengths:
+        return None
+    expr = code_of(churn.source)
+    texts = [str(n) for n in lengths]
+    fix = None
+    if ctx.frontend == "jitguard.torch.compile":
+        fix = f"{ctx.name}(..., torch.stack({expr}))  # one tensor: its length is a dim"
+    return Advice(
+        churn.source,
+        f"The length of {churn.source} kept changing (lengths {_list(texts)}: "
+        f"{_times(churn.recompiles)}), and each length compiled again; keep it fixed (pad "
+        f"it to one length), or pass its items as one tensor or array.",
+        churn.evidence(texts), fix, rule="length",
+    )
+
+
 def generic(churn: Churn, ctx: AdviceContext) -> Advice:
     """Any other churning source: name it, with the guards that kept failing on it."""
     kinds = "/".join(churn.kinds) or "its"
@@ -158,7 +190,8 @@ def generic(churn: Churn, ctx: AdviceContext) -> Advice:
 
 def register_builtin_rules() -> None:
     for name, rule in (("baked-in", baked_in), ("pinned-scalar", pinned_scalar),
-                       ("new-object", new_object), ("generic", generic)):
+                       ("new-object", new_object), ("length", changing_length),
+                       ("generic", generic)):
         register_advice_rule(name, rule, builtin=True)
 
 
