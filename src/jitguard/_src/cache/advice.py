@@ -427,6 +427,9 @@ def announce(cache: Any, compile_id: Any) -> None:
     for advice in new:
         log.info("%s: advice for %s: %s", cache.where, advice.source, _one_line(advice))
     if tracing:
+        if compile_id is None:  # refused at the limit: under the function's last compile
+            infos = cache.compile_infos()
+            compile_id = infos[-1].compile_id if infos else None
         structured.emit(
             "artifact", lambda intern: {"name": "jitguard_advice", "encoding": "json"},
             compile_id=compile_id, payload=[a.as_dict() for a in new],
