@@ -15,7 +15,9 @@ cache.advice_rules, imported last: its rules register themselves).
 # ``L['m']``) folds into it. A source *churns* when it caused at least ``threshold``
 # recompiles (``jitguard.config.advice_threshold``, default 3), or, once the recompile
 # limit refused a call, when it is the cause of that refusal that caused the most (it used
-# the limit up). Each churning source goes to the rules in order, registered rules first
+# the limit up). A source the cache now guards as dynamic (declared, or made so by automatic
+# dynamic) has stopped churning, and so has a tensor whose newest entry has the changing
+# dims dynamic (Dynamo's automatic dynamic shapes). Each churning source goes to the rules in order, registered rules first
 # (the torch integration's: tensor sizes, dtype, device, requires_grad, a module's
 # ``training``), then the built-in ones (a global or closure variable, a scalar argument
 # pinned by value, an object guarded by identity); the first that answers wins: an
@@ -369,9 +371,14 @@ def advise(cache: Any, extra: Sequence[RecompileRecord] = (), *,
         used_up = {n for n in pool if counts[n] == top}
     churning = sorted({n for n, c in counts.items() if c >= threshold} | used_up,
                       key=lambda n: (-counts[n], first.get(n, 0), n))
+    # A source the cache guards as dynamic now (declared, or made so by a recompile) no
+    # longer churns, unless it used up the limit.
+    relaxed = {s.name() for s in getattr(cache, "dynamic", ())} - used_up
     ctx = _context(cache)
     out = []
     for name in churning:
+        if name in relaxed:
+            continue
         churn = Churn(name, tuple(sorted(kinds.get(name, ()))), counts[name],
                       pinned.of(name, kinds.get(name, ())),
                       limit if name in used_up else None)
@@ -420,6 +427,9 @@ def announce(cache: Any, compile_id: Any) -> None:
     for advice in new:
         log.info("%s: advice for %s: %s", cache.where, advice.source, _one_line(advice))
     if tracing:
+        if compile_id is None:  # refused at the limit: under the function's last compile
+            infos = cache.compile_infos()
+            compile_id = infos[-1].compile_id if infos else None
         structured.emit(
             "artifact", lambda intern: {"name": "jitguard_advice", "encoding": "json"},
             compile_id=compile_id, payload=[a.as_dict() for a in new],

@@ -62,23 +62,47 @@ def _times(n: int) -> str:
     return f"{n} recompile{'' if n == 1 else 's'}"
 
 
-def baked_in(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
-    """A module global or closure variable the compile baked in, that keeps changing:
-    pass it as an argument."""
-    found = variable_of(churn.source, ctx)
-    if found is None:
+_LAST = re.compile(r"(?:\.([A-Za-z_]\w*)|\['([A-Za-z_]\w*)'\])$")
+
+
+def _part_of_argument(churn: Churn, ctx: AdviceContext) -> Optional[str]:
+    """The name to pass a scalar under an argument by (``mode`` for ``L['cfg'].mode``),
+    when the churn is one pinned by value."""
+    root = local_root(churn.source)
+    if root is None or root not in ctx.params or churn.source == f"L['{root}']":
         return None
-    what, var = found
+    if _scalar_values(churn) is None:
+        return None
+    m = _LAST.search(churn.source)
+    return (m.group(1) or m.group(2)) if m else None
+
+
+def baked_in(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
+    """A module global, a closure variable, or a scalar inside an argument (an attribute of
+    a config object) that the compile baked in and that keeps changing: pass it as an
+    argument."""
+    found = variable_of(churn.source, ctx)
+    part = _part_of_argument(churn, ctx) if found is None else None
+    if found is None and part is None:
+        return None
     values = churn.values()
     args = ", ".join([*(p for p in ctx.params[:1]), "..."]) if ctx.params else "..."
+    if found is not None:
+        what, var = found
+        subject = f"The {what} {var}"
+        where = "the module" if what == "global" else "the closure"
+        call = var
+    else:
+        assert part is not None
+        subject, var, where, call = churn.source, part, code_of(churn.source), code_of(churn.source)
     return Advice(
         churn.source,
-        f"The {what} {var} is baked into each compile and kept changing "
+        f"{subject} is baked into each compile and kept changing "
         f"({_list(values)}: {_times(churn.recompiles)}); pass it to {ctx.name} as an "
-        f"argument instead of reading it from {'the module' if what == 'global' else 'the closure'}.",
+        f"argument of its own instead of reading it from {where}.",
         churn.evidence(values),
         f"def {ctx.name}({args}, {var}): ...  # read {var} from the argument\n"
-        f"{ctx.name}({args}, {var})",
+        f"{ctx.name}({args}, {call})",
         rule="baked-in",
     )
 
@@ -189,8 +213,8 @@ def generic(churn: Churn, ctx: AdviceContext) -> Advice:
 
 
 def register_builtin_rules() -> None:
-    for name, rule in (("baked-in", baked_in), ("pinned-scalar", pinned_scalar),
-                       ("new-object", new_object), ("length", changing_length),
+    for name, rule in (("new-object", new_object), ("baked-in", baked_in),
+                       ("pinned-scalar", pinned_scalar), ("length", changing_length),
                        ("generic", generic)):
         register_advice_rule(name, rule, builtin=True)
 

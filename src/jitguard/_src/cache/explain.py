@@ -135,7 +135,10 @@ class Explanation:
                 out.append(f"    {a['source']}: {a['message']}")
                 ev = a["evidence"]
                 values = f"; values seen: {', '.join(ev['values'])}" if ev["values"] else ""
-                out.append(f"      evidence: {ev['recompiles']} recompiles{values}")
+                limit = (f" (recompile limit {ev['limit']} hit)"
+                         if ev["limit"] is not None else "")
+                n = ev["recompiles"]
+                out.append(f"      evidence: {n} recompile{'' if n == 1 else 's'}{limit}{values}")
                 if a["fix"]:
                     fix = a["fix"].splitlines()
                     out.append(f"      fix: {fix[0]}")

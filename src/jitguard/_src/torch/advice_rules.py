@@ -41,14 +41,16 @@ def _distinct(seen: Sequence[Seen], field: str) -> list[Any]:
     return out
 
 
-def _changing_dims(seen: Sequence[Seen]) -> list[int]:
+def _changing_dims(seen: Sequence[Seen], *, static_only: bool) -> list[int]:
+    """The dims whose size differs between the entries (with ``static_only``, between the
+    entries that checked it)."""
     sizes = [tuple((s.detail or {}).get("sizes") or ()) for s in seen]
     ndims = {len(x) for x in sizes}
     if len(ndims) != 1:
         return []
     (ndim,) = ndims
     return [d for d in range(ndim)
-            if len({x[d] for x in sizes if x[d] is not None}) > 1]
+            if len({x[d] for x in sizes if x[d] is not None or not static_only}) > 1]
 
 
 def _dims_text(dims: Sequence[int]) -> str:
@@ -83,7 +85,11 @@ def tensor(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
     if len(seen) < 2:
         return None
     src, expr, n = churn.source, code_of(churn.source), churn.recompiles
-    dims = _changing_dims(seen)
+    changed = _changing_dims(seen, static_only=False)
+    newest = (seen[-1].detail or {}).get("sizes") or ()
+    if changed and all(d < len(newest) and newest[d] is None for d in changed):
+        return NO_ADVICE  # the newest entry has those dims dynamic: the churn has stopped
+    dims = _changing_dims(seen, static_only=True)
     if dims:
         sizes = list(dict.fromkeys(_sizes_text((s.detail or {}).get("sizes") or ()) for s in seen))
         if ctx.frontend == DYNAMO:
