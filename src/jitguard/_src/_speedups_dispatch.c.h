@@ -71,6 +71,7 @@ typedef struct {
     PyObject *code;        /* its __code__ when the entries were compiled */
     PyObject *more_watched;  /* a tuple of the functions it wraps, or NULL */
     PyObject *more_codes;    /* a tuple of their __code__ when the entries were compiled */
+    PyObject *own_code;      /* the fallback's __code__ when the state was installed, or NULL */
     unsigned long long fast_hits;  /* calls served here */
     unsigned long long forwards;   /* calls forwarded to the Python dispatcher */
 } Dispatch;
@@ -187,6 +188,16 @@ residual_holds(PyObject *slot, PyObject *const *args, Py_ssize_t nargs)
     return t;
 }
 
+/* Whether the fallback's own ``__code__`` is not the generated code the state was installed
+ * with: a user assigned ``f.__code__`` ([Note: One answer from both modes]), and the
+ * fallback runs that code, not the index. A pointer compare. */
+static inline int
+own_code_replaced(Dispatch *self)
+{
+    return self->own_code != NULL &&
+           ((PyFunctionObject *)self->fallback)->func_code != self->own_code;
+}
+
 /* Whether the ``__code__`` of a watched function was replaced ([Note: A replaced
  * __code__]): no code runs, pointer compares only. */
 static inline int
@@ -228,7 +239,7 @@ Dispatch_vectorcall(Dispatch *self, PyObject *const *args, size_t nargsf, PyObje
     State *st = self->state;
     /* A replaced __code__ ([Note: A replaced __code__]): the Python dispatcher sees it. */
     if (st == NULL || st->mode == MODE_FORWARD || nargs != self->nargs || slot_type == NULL ||
-        (self->watched != NULL && code_replaced(self)) ||
+        own_code_replaced(self) || (self->watched != NULL && code_replaced(self)) ||
         (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
         return forward(self, args, nargsf, kwnames);
     }

@@ -57,6 +57,7 @@ Dispatch_traverse(Dispatch *self, visitproc visit, void *arg)
     Py_VISIT(self->code);
     Py_VISIT(self->more_watched);
     Py_VISIT(self->more_codes);
+    Py_VISIT(self->own_code);
     return 0;
 }
 
@@ -64,6 +65,7 @@ static int
 Dispatch_clear(Dispatch *self)
 {
     Py_CLEAR(self->state);
+    Py_CLEAR(self->own_code);
     Py_CLEAR(self->watched);
     Py_CLEAR(self->code);
     Py_CLEAR(self->more_watched);
@@ -102,17 +104,49 @@ Dispatch_descr_get(PyObject *self, PyObject *obj, PyObject *type)
     return PyMethod_New(self, obj);
 }
 
-/* Attributes: its own __dict__ (the fallback's), then the fallback's (``__code__``,
- * ``__defaults__``, ``__annotations__``, ...). */
+/* Whether ``name`` is one of the fallback function's own attributes ([Note: One answer from
+ * both modes]): a data descriptor of its type (``__code__``, ``__defaults__``,
+ * ``__kwdefaults__``, ``__annotations__``, ...) that the Dispatch type does not define
+ * itself. Those are the fallback's, read and set there, so that a specialized function's
+ * attributes are the same object's in both modes. */
+static int
+fallback_owns(Dispatch *self, PyObject *name)
+{
+    if (self->fallback == NULL || !PyUnicode_Check(name)) {
+        return 0;
+    }
+    PyObject *descr = _PyType_Lookup(Py_TYPE(self->fallback), name);
+    if (descr == NULL || Py_TYPE(descr)->tp_descr_set == NULL) {
+        return 0;
+    }
+    return _PyType_Lookup(Py_TYPE(self), name) == NULL;
+}
+
+/* Attributes: the fallback's own (``fallback_owns``); else its own __dict__ (the
+ * fallback's), then the fallback's (``__globals__``, ``__closure__``, ...). */
 static PyObject *
 Dispatch_getattro(Dispatch *self, PyObject *name)
 {
+    if (fallback_owns(self, name)) {
+        return PyObject_GetAttr(self->fallback, name);
+    }
     PyObject *found = PyObject_GenericGetAttr((PyObject *)self, name);
     if (found != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError) || self->fallback == NULL) {
         return found;
     }
     PyErr_Clear();
     return PyObject_GetAttr(self->fallback, name);
+}
+
+/* Setting (or deleting, ``value`` NULL) one of the fallback's own attributes sets it there,
+ * as on the function of the pure-Python mode; anything else goes to the shared __dict__. */
+static int
+Dispatch_setattro(Dispatch *self, PyObject *name, PyObject *value)
+{
+    if (fallback_owns(self, name)) {
+        return PyObject_SetAttr(self->fallback, name, value);
+    }
+    return PyObject_GenericSetAttr((PyObject *)self, name, value);
 }
 
 static PyObject *
@@ -124,7 +158,8 @@ Dispatch_repr(Dispatch *self)
     return PyObject_Repr(self->fallback);
 }
 
-/* install(state): the layout and index the next calls use (one store). */
+/* install(state): the layout and index the next calls use (one store), served while the
+ * fallback's __code__ is the one it has now (the generated code of that layout). */
 static PyObject *
 Dispatch_install(Dispatch *self, PyObject *state)
 {
@@ -132,6 +167,11 @@ Dispatch_install(Dispatch *self, PyObject *state)
         PyErr_SetString(PyExc_TypeError, "install takes a State or None");
         return NULL;
     }
+    PyObject *code = NULL;
+    if (state != Py_None && self->fallback != NULL && PyFunction_Check(self->fallback)) {
+        code = Py_NewRef(((PyFunctionObject *)self->fallback)->func_code);
+    }
+    Py_XSETREF(self->own_code, code);
     PyObject *new = state == Py_None ? NULL : Py_NewRef(state);
     Py_XSETREF(self->state, (State *)new);
     Py_RETURN_NONE;
@@ -256,7 +296,7 @@ static PyTypeObject DispatchType = {
     .tp_call = (ternaryfunc)Dispatch_call,
     .tp_repr = (reprfunc)Dispatch_repr,
     .tp_getattro = (getattrofunc)Dispatch_getattro,
-    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_setattro = (setattrofunc)Dispatch_setattro,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
                 Py_TPFLAGS_METHOD_DESCRIPTOR,
     .tp_doc = "A specialized function: the C hot path in front of the generated dispatcher.",

@@ -22,7 +22,7 @@ from typing import Any, Optional
 __all__ = ["ABI", "ENV_VAR", "module", "why_not"]
 
 ENV_VAR = "JITGUARD_PURE_PYTHON"
-ABI = 10  # the extension's SPEEDUPS_ABI this package expects (_speedups.h)
+ABI = 11  # the extension's SPEEDUPS_ABI this package expects (_speedups.h)
 log = logging.getLogger("jitguard.dispatch")
 
 module: Any = None

@@ -19,7 +19,8 @@ compiler.builtin_kinds, cache.facts, cache.entry, cache.signature.
 # fallback, arguments untouched, only before any Python code has run: keywords or another
 # number of arguments (so every parameter is given: no default is read, whatever was added
 # or changed since, [Note: Defaults are read at call time]), ``fn.__code__`` replaced since
-# the entries were compiled ([Note: A replaced __code__]), the ``DEFAULT`` sentinel passed
+# the entries were compiled ([Note: A replaced __code__]), the specialized function's own
+# ``__code__`` assigned ([Note: One answer from both modes]), the ``DEFAULT`` sentinel passed
 # by hand, a miss or failed precondition in an exact layout, a key part the C code does not
 # compute for that value, a layout the codes cannot express (a ``fact_of`` dim, a derived
 # source's fact, a part that would run code of the value's type). Before that point nothing
@@ -54,6 +55,27 @@ compiler.builtin_kinds, cache.facts, cache.entry, cache.signature.
 # ``jitguard.speedups_enabled()`` says whether new specialized functions get the C path;
 # when the extension cannot be imported jitguard says so once, on the ``jitguard.dispatch``
 # logger (a log line, not a warning: ``-W error`` must not turn it into a failure).
+#
+# [Note: One answer from both modes]
+# In pure Python the specialized function *is* the generated dispatcher, a plain function;
+# the C ``Dispatch`` in front of it must be indistinguishable. So every attribute that is a
+# data descriptor of the fallback's type and not of ``Dispatch`` (``__code__``,
+# ``__defaults__``, ``__kwdefaults__``, ``__annotations__``, ...) is read, set and deleted
+# on the fallback; ``__name__``, ``__qualname__``, ``__doc__``, ``__module__`` are too, and
+# every other attribute (``__wrapped__``, ``__signature__``, a user's) lives in the one
+# ``__dict__`` both share. Setting one therefore acts as on a plain function, in both modes:
+# ``s.__defaults__ = (7,)`` is what Python binds an omitted argument with (the C path never
+# binds: a call that omits one is forwarded), and ``s.__code__ = h.__code__`` makes every
+# call run that code. For the latter, ``install`` records the fallback's ``__code__`` with
+# each State and the C path forwards while it is another (one pointer compare); the Python
+# side never puts its generated code over one the user assigned, and installs no State
+# while the user's is in place, so no entry is served by either path until the user puts
+# the dispatcher's code back. The assigned code runs with the specialized function's own
+# defaults (the read-at-call-time ``DEFAULT``, [Note: Defaults are read at call time]) and
+# namespace; to change what the cache compiles, assign the code of the function it
+# specializes (``s.__wrapped__.__code__``, [Note: A replaced __code__]).
+# tests/test_cache_parity.py holds both modes and the plain function to one answer in a
+# seeded differential fuzz.
 """
 
 from __future__ import annotations

@@ -437,7 +437,9 @@ class Dispatcher:
         self.ns[keycode.index_name] = index
         old = self._current
         if old is not keycode:
-            self.function.__code__ = keycode.code
+            # A ``__code__`` the user assigned stays ([Note: One answer from both modes]).
+            if old is None or self.function.__code__ is old.code:
+                self.function.__code__ = keycode.code
             self._current = keycode
             if old is not None and old.index_name != keycode.index_name:
                 self.ns[old.index_name] = empty_index()
@@ -446,8 +448,11 @@ class Dispatcher:
     def _install_fast(self, keycode: KeyCode, index: dict[Any, Any]) -> None:
         """The C hot path's side of ``install``: the same layout and index dict."""
         if self.fast is not None:
+            # While the user's ``__code__`` is in place, every call runs it, as in the
+            # pure-Python mode ([Note: One answer from both modes]).
+            own = self.function.__code__ is keycode.code
             fast.install(self.fast, fast.state_for(keycode.layout, keycode.nested, index,
-                                                   LINEAR, FOLLOWERS, self.tick))
+                                                   LINEAR, FOLLOWERS, self.tick) if own else None)
 
     @property
     def c_path(self) -> bool:
