@@ -18,6 +18,12 @@ May import: jitguard._src, and jitguard's public submodules.
 """
 
 from . import errors, kinds, schema, sources
+from ._src.cache.advice import NO_ADVICE as NO_ADVICE
+from ._src.cache.advice import Advice as Advice
+from ._src.cache.advice import AdviceContext as AdviceContext
+from ._src.cache.advice import Churn as Churn
+from ._src.cache.advice import Evidence as Evidence
+from ._src.cache.advice import register_advice_rule as register_advice_rule
 from ._src.cache.decorators import cache_of as cache_of
 from ._src.cache.decorators import specialize as specialize
 from ._src.cache.explain import Explanation as Explanation
@@ -97,6 +103,8 @@ def _load_torch_integration() -> None:
 _register_loader("torch", _load_torch_integration)
 
 __all__ = [
+    "Advice",
+    "AdviceContext",
     "ArgContext",
     "ArgPolicy",
     "ArgRule",
@@ -109,11 +117,13 @@ __all__ = [
     "CheckFunction",
     "CheckResult",
     "Checkpointable",
+    "Churn",
     "CompileContext",
     "CompileId",
     "CompileInfo",
     "CompileRequest",
     "DuplicateInputs",
+    "Evidence",
     "Explanation",
     "FunctionCache",
     "GlobalContext",
@@ -134,6 +144,7 @@ __all__ = [
     "Leaf",
     "ModuleContext",
     "ModuleContextCheckpointState",
+    "NO_ADVICE",
     "RecompileRecord",
     "SLoc",
     "ShapeGuard",
@@ -153,6 +164,7 @@ __all__ = [
     "detect_fake_mode",
     "explain",
     "no_recompiles",
+    "register_advice_rule",
     "register_arg_rule",
     "register_specificity",
     "set_logs",

@@ -148,7 +148,7 @@ def open_persistence(fn: Any, compiler: Any, spec: Any, where: str,
     once, see [Note: Persistent entries] 1). ``watched``: the function whose code the
     entries come from, when it is not ``fn`` itself."""
     store, explicit = resolve_store(spec)
-    if store is None:
+    if store is None or not store.usable:  # a store that cannot be opened warned already
         return None
     why = None
     if not (callable(getattr(compiler, "serialize", None))

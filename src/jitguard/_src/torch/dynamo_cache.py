@@ -467,6 +467,7 @@ class DynamoCache(FunctionCache):
     regions: Optional[Regions] = None
     key: Any = None
     isolated = False
+    advice_frontend = "jitguard.torch.compile"  # [Note: Recompile advice]
 
     def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int],
                  store: StoreLike = None, *, watch: Optional[types.FunctionType] = None) -> None:
