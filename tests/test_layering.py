@@ -282,7 +282,8 @@ def test_checker_rejects_unknown_module() -> None:
 # (every torch internal, reached through them only) import nothing of jitguard but each
 # other, so both layers may use them.
 TORCH_FRONTEND = {"api", "compile", "compiled", "convert", "convert_context", "convert_kinds",
-                  "convert_shape", "convert_sources", "convert_tensors", "dynamo_cache"}
+                  "convert_shape", "convert_sources", "convert_tensors", "dynamo_cache",
+                  "dynamo_scope"}
 TORCH_ADAPTERS = {"adapter", "adapter_runtime", "adapter_sources", "adapter_stored"}
 # Integration modules that still import a private torch module themselves (C++ checkers and
 # fake-tensor hooks written before the adapter existed); no other module may.
@@ -632,3 +633,57 @@ def test_swallow_check_sees_a_guarded_sibling() -> None:
     found = swallowed_own_imports(source, "jitguard._src.torch.dynamo_cache", is_package=False)
     assert found == ["jitguard._src.torch.dynamo_cache:1 swallows an ImportError of "
                      "jitguard._src.torch.convert"]
+
+
+# ---- [Note: Scopes]: torch composes the cache, never extends it ---------------------------
+
+CACHE_CLASSES = {"FunctionCache", "CacheInspection"}
+
+
+def _cache_private_names() -> set[str]:
+    """The private attributes and methods of the cache classes (set on ``self`` or defined)."""
+    names: set[str] = set()
+    for stem in ("specialize", "inspection"):
+        tree = ast.parse((SRC_DIR / "cache" / f"{stem}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == "self" and node.attr.startswith("_") \
+                    and not node.attr.startswith("__"):
+                names.add(node.attr)
+            elif isinstance(node, (ast.FunctionDef, ast.AnnAssign)) and isinstance(
+                    getattr(node, "name", None) or getattr(getattr(node, "target", None), "id", None), str):
+                name = node.name if isinstance(node, ast.FunctionDef) else node.target.id  # type: ignore[union-attr]
+                if name.startswith("_") and not name.startswith("__"):
+                    names.add(name)
+    return names
+
+
+def cache_misuse(source: str, private: set[str]) -> list[str]:
+    """A torch module's classes that subclass a cache class, and its reads of a cache's
+    private names on anything but ``self``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            bases = {getattr(b, "id", None) or getattr(b, "attr", None) for b in node.bases}
+            out += [f"line {node.lineno}: class {node.name}({b})" for b in bases & CACHE_CLASSES]
+        elif (isinstance(node, ast.Attribute) and node.attr in private
+              and not (isinstance(node.value, ast.Name) and node.value.id == "self")):
+            out.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+@pytest.mark.parametrize("path", _torch_modules(), ids=lambda p: p.stem)
+def test_torch_composes_the_cache(path: Path) -> None:
+    """No torch class subclasses FunctionCache (a frontend is a Scope, [Note: Scopes]), and
+    no torch module reads a cache's private attributes (``cache._job``, ``shared._snapshot``)."""
+    assert cache_misuse(path.read_text(), _cache_private_names()) == []
+
+
+def test_cache_misuse_check_sees_both() -> None:
+    """A subclass of the cache and a read of its private state are both found."""
+    source = ("class C(FunctionCache):\n    pass\n"
+              "def f(cache):\n    cache._job.where = 'x'\n    return self._own\n")
+    private = _cache_private_names()
+    assert {"_job", "_snapshot", "_compiles"} <= private
+    assert cache_misuse(source, private) == ["line 1: class C(FunctionCache)",
+                                             "line 4: cache._job"]

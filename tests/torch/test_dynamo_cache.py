@@ -128,10 +128,16 @@ def test_regions_make_one_shared_cache_under_racing_threads() -> None:
     import time
 
     from jitguard._src.torch import compile as compile_mod
-    from jitguard._src.torch.dynamo_cache import Regions
+    from jitguard._src.torch.dynamo_scope import Regions
+
+    class Scope:
+        regions: Any = None
+        key: Any = None
+        isolated = False
 
     class Made:
-        regions: Any = None
+        def __init__(self) -> None:
+            self.scope = Scope()
 
     made: list[Any] = []
 
@@ -162,7 +168,7 @@ def test_regions_make_one_shared_cache_under_racing_threads() -> None:
         t.join()
     regions = compile_mod._shared[fn]
     assert isinstance(regions, Regions)
-    shared = [c for c in got if not c.isolated]
+    shared = [c for c in got if not c.scope.isolated]
     assert len(shared) == 4 and all(c is shared[0] for c in shared)
     assert len(made) == 5 and len(regions.isolated_caches()) == 4
-    assert all(c.regions is regions for c in got) and len(listed) == 4
+    assert all(c.scope.regions is regions for c in got) and len(listed) == 4

@@ -65,6 +65,9 @@ class Explanation:
         return list(self.data["entries"])
 
     def __str__(self) -> str:
+        """The report as text.
+
+        Over 80 lines: the report's sections in the order they print, one block each."""
         d = self.data
         s = d["stats"]
         out = [f"jitguard.explain: {d['function']}"]

@@ -20,6 +20,7 @@ from .advice import Advice, advise
 from .observe import CompileInfo, CompileLog
 from .persist import Persistence, StoreEvent
 from .reasons import RecompileHistory, RecompileRecord
+from .scope import Scope
 from .stats import CacheStats, Counters
 
 __all__ = ["CacheInspection"]
@@ -38,6 +39,7 @@ class CacheInspection:
     _compile_log: CompileLog
     _counters: Counters
     _compiles: int
+    scope: Scope
     _dynamic: frozenset[Source]
     _auto: frozenset[Source]
     _static: frozenset[Source]
@@ -107,7 +109,7 @@ class CacheInspection:
             counts = {name: c.get(name) for name in c.NAMES}
             hits = sum(e.hits for e in entries)
         compiles = counts["compiles"]
-        return CacheStats(
+        return self.scope.stats(self, CacheStats(  # type: ignore[arg-type]
             hits=hits + counts["dropped_hits"],
             misses=counts["misses"],
             compiles=compiles,
@@ -119,19 +121,25 @@ class CacheInspection:
             invalidations=counts["invalidations"] + sum(1 for e in entries if not e.valid),
             entries=sum(1 for e in entries if e.valid),
             evictions=counts["evictions"],
-        )
+        ))
 
     def guard_layer(self, entry: CacheEntry) -> Optional[dict[str, str]]:
         """Which guards decide ``entry``'s calls and why (``{"layer", "why"}``), for a cache
         whose entries are not all decided by jitguard's own check (``jitguard.torch.compile``
-        says so per entry); None: jitguard's check, nothing more to say."""
-        return None
+        says so per entry, through its scope: [Note: Scopes]); None: jitguard's check,
+        nothing more to say."""
+        return self.scope.guard_layer(self, entry)  # type: ignore[arg-type]
 
     def store_events(self) -> tuple[StoreEvent, ...]:
         """What happened to this function's stored entries, oldest first: loaded, rejected
         (why), stale (why), saved, not stored ([Note: Persistent entries] 5); () without a
         store."""
         return self._persist.events() if self._persist is not None else ()
+
+    @property
+    def has_store(self) -> bool:
+        """Whether this function's entries are kept in a store ([Note: Persistent entries])."""
+        return self._persist is not None
 
     @property
     def store_key(self) -> Optional[str]:

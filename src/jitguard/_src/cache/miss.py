@@ -53,7 +53,7 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
     # Loaded entries that reject the call are explained like compiled ones, but the
     # first compile of this process is not a recompile ([Note: Persistent entries]).
     explained = recompile or bool(cache._entries)
-    reached = cache._limit_reached()
+    reached = cache.scope.limit_reached(cache)  # [Note: Scopes]
     past_limit = reached is not None
     if past_limit and cache.on_limit == "fallback" and cache._warned:
         cache._counters.bump("fallbacks")
@@ -66,7 +66,7 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
     covered: list[CacheEntry] = []
     unexplained = 0
     if explained:
-        covered, unexplained = cache._closest(values, EXPLAINED)
+        covered, unexplained = cache.scope.closest(cache, values, EXPLAINED)
     refused = refuse(
         cache.where, covered, values, unexplained=unexplained, recompile=recompile,
         past_limit=past_limit, forbidden=cache.error_on_recompile, limit=reached,
@@ -119,6 +119,14 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
         raise
     finally:
         compiling.discard(id(cache))
+    return _keep(cache, done, compile_id, started, values, record, cache_size)
+
+
+def _keep(cache: FunctionCache[Any, Any], done: Any, compile_id: Any, started: float,
+          values: tuple[Any, ...], record: Optional[RecompileRecord],
+          cache_size: int) -> Callable[..., Any]:
+    """After a compile: the entry joins the cache (unless the compiler changed the call's
+    arguments), is counted, recorded, saved and logged; returns what serves the call."""
     if done.mutated:
         # [Note: Arguments changed by the compiler]: the artifact serves this call only.
         cache._compiles += 1
@@ -153,4 +161,3 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
     if cache.maxsize is not None:
         cache._evict_over(cache.maxsize)
     return entry.artifact
-

@@ -65,7 +65,8 @@ from .policy import ArgPolicy, root_name
 from .presets import resolve_policy
 from .reasons import HISTORY, RecompileHistory, log
 from .request import CompileRequest, SourceLike, as_source
-from .stance import check_on_limit
+from .scope import LocalScope, Scope
+from .stance import OnLimit, check_on_limit
 from .stats import Counters, track
 
 __all__ = ["FunctionCache", "identity_compiler"]
@@ -108,30 +109,22 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         history: int = HISTORY,
         store: Any = None,
         fallback: Optional[Callable[..., Any]] = None,
+        scope: Optional[Scope] = None,
+        where: Optional[str] = None,
     ) -> None:
-        if not callable(fn):
-            raise TypeError(f"specialize needs a callable, got {fn!r}")
-        if compiler is not None and not callable(compiler):
-            raise TypeError(f"compiler must be callable, got {compiler!r}")
-        if maxsize is not None and (
-            not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1
-        ):
-            raise ValueError(f"maxsize must be None or an int >= 1, got {maxsize!r}")
-        if recompile_limit is _UNSET:  # [Note: maxsize]: a bounded cache keeps compiling
-            recompile_limit = _DEFAULT_LIMIT if maxsize is None else None
-        if recompile_limit is not None and (
-            not isinstance(recompile_limit, int) or isinstance(recompile_limit, bool)
-            or recompile_limit < 1
-        ):
-            raise ValueError(
-                f"recompile_limit must be None or an int >= 1, got {recompile_limit!r}"
-            )
+        """The cache of ``fn``: see the class docstring for the options.
+
+        Over 80 lines: the wiring of one cache (options, compile job, logs, dispatcher, store,
+        first snapshot), in the order its parts need each other."""
+        recompile_limit = _checked(fn, compiler, maxsize, recompile_limit)
+        # [Note: Scopes]: what the frontend decides (specialize's own: LocalScope)
+        self.scope: Scope = scope if scope is not None else LocalScope()
         self.maxsize = maxsize
         self.fn = fn
         self.compiler: Compiler = compiler or identity_compiler
         self.signature = Signature(fn)
-        self.recompile_limit = recompile_limit
-        self.on_limit = check_on_limit(on_limit, fallback)
+        self._recompile_limit: Optional[int] = recompile_limit
+        self._on_limit = check_on_limit(on_limit, fallback)
         # What a miss past the limit runs ([Note: Recompile limits]).
         self.fallback: Callable[..., Any] = fallback if fallback is not None else fn
         self.automatic_dynamic = automatic_dynamic
@@ -146,20 +139,11 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
             raise ValueError(
                 f"declared both static and dynamic: {sorted(s.name() for s in self._static & self._dynamic)}"
             )
-        code = getattr(inspect.unwrap(fn), "__code__", None)
-        qualname = getattr(fn, "__qualname__", type(fn).__qualname__)
-        self.where = (
-            f"{qualname} in {code.co_filename}:{code.co_firstlineno}" if code else qualname
-        )
+        self.where, frame = _where_and_frame(fn)
         self._job = CompileJob(
             fn=fn, compiler=self.compiler, signature=self.signature, policy=self.policy,
-            f_globals=getattr(inspect.unwrap(fn), "__globals__", None),
-            frame=(
-                traceback.FrameSummary(code.co_filename, code.co_firstlineno, code.co_name,
-                                       lookup_line=False)
-                if code else None
-            ),
-            where=self.where, global_state=global_state, max_restarts=max_restarts,
+            f_globals=self.scope.globals_of(fn), frame=frame, where=self.where,
+            global_state=global_state, max_restarts=max_restarts,
         )
         # Reentrant: a compiler that calls clear() (or anything else that locks) from inside
         # its own compile must not deadlock. Calls of the function itself from inside its
@@ -172,7 +156,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         self._reset_state()
         # [Note: A replaced __code__]: a plain Python function's code is watched, and the
         # code of each function it wraps.
-        self._watched = self._watch_target(fn)
+        self._watched = self.scope.watch_target(fn)
         self._watch_chain: tuple[types.FunctionType, ...] = (
             () if self._watched is None else tuple(
                 f for f in wrapped_chain(self._watched) if type(f) is types.FunctionType))
@@ -193,7 +177,31 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         # function's __dict__ and names ([Note: The C hot path]).
         self.function: Callable[_P, _R] = self.dispatcher.public
         self.function.cache = self  # type: ignore[attr-defined]
+        if where is not None:
+            # the frontend's name for the function, in what the cache and a compile say (the
+            # compile log and the store keep the function's own)
+            self.where = self._job.where = where
         track(self)
+
+    @property
+    def recompile_limit(self) -> Optional[int]:
+        """The recompile limit in force ([Note: Recompile limits]; the scope may follow a
+        frontend's own setting)."""
+        return self.scope.recompile_limit(self._recompile_limit)
+
+    @recompile_limit.setter
+    def recompile_limit(self, value: Optional[int]) -> None:
+        self._recompile_limit = value
+
+    @property
+    def on_limit(self) -> OnLimit:
+        """What a miss past the limit does: "fallback" or "raise"."""
+        return self.scope.on_limit(self._on_limit)
+
+    @property
+    def compiles(self) -> int:
+        """The compiles since the last ``clear()`` (or start over)."""
+        return self._compiles
 
     def _reset_state(self) -> None:
         self._entries: dict[int, CacheEntry] = {}  # by seq, oldest first
@@ -249,12 +257,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     # starts the cache over (the entry being compiled is kept under the code it was compiled
     # from; the next call sees the swap). What a wrapper wraps is not copied: a swap of its
     # code put back within one compile is not seen.
-    def _watch_target(self, fn: Any) -> Optional[types.FunctionType]:
-        """The function whose ``__code__`` the entries come from: ``fn`` when it is a plain
-        Python function (a subclass may name another)."""
-        return fn if type(fn) is types.FunctionType else None
-
-    def _code_replaced(self) -> bool:
+    def code_replaced(self) -> bool:
         """Whether ``fn.__code__`` (or a wrapped function's) is not the code the entries
         were compiled from."""
         for f, code in zip(self._watch_chain, self._codes, strict=True):
@@ -265,7 +268,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     def _start_over(self) -> None:
         """[Note: A replaced __code__]: forget the entries of the old code."""
         with self._lock:
-            if not self._code_replaced():
+            if not self.code_replaced():
                 return
             codes = tuple(f.__code__ for f in self._watch_chain)
             if self._persist is not None:
@@ -276,7 +279,11 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
             log.info("%s: its __code__ was replaced: the cache starts over", self.where)
 
     def _miss(self, *values: Any) -> Any:
-        if self._code_replaced():
+        other = self.scope.elsewhere(self, values)  # [Note: Scopes]
+        if other is not None:
+            other.slow_hits += 1
+            return self.signature.forward(other.artifact, *values)
+        if self.code_replaced():
             if in_own_compile(self):  # the compile in progress keeps the code it started with
                 return self._uncompiled(values)
             self._start_over()
@@ -330,16 +337,18 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
             pinned.__type_params__ = fn.__type_params__  # type: ignore[attr-defined]
         return pinned
 
-    def _limit_reached(self) -> Optional[str]:
-        """The recompile limit a miss has reached (named for the message), or None: it may
-        compile ([Note: Recompile limits]). A subclass may count entries its own way."""
-        limit = self.recompile_limit
-        return str(limit) if limit is not None and self._compiles >= limit else None
-
-    def _closest(self, values: tuple[Any, ...], limit: int) -> tuple[list[CacheEntry], int]:
-        """The entries whose failures explain a miss ([Note: Recompile reasons]), and how
-        many others were left out. A subclass may add entries it also looked at."""
+    def closest(self, values: tuple[Any, ...], limit: int) -> tuple[list[CacheEntry], int]:
+        """This cache's entries whose failures explain a miss of ``values`` ([Note: Recompile
+        reasons]), and how many others were left out (the miss asks its scope, which may add
+        other caches')."""
         return self._snapshot.closest(values, limit)
+
+    def find(self, values: tuple[Any, ...]) -> Optional[CacheEntry]:
+        """The entry the published snapshot serves for these parameter values (None: a
+        miss, as every call is once the function's code object was replaced)."""
+        if self.code_replaced():
+            return None
+        return self._snapshot.lookup(values)
 
     def _new_compile_id(self) -> CompileId:
         """The next compile id of this function (the frame id is taken on first use)."""
@@ -437,9 +446,11 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     def lookup(self, *args: Any, **kwargs: Any) -> Optional[CacheEntry]:
         """The entry a call with these arguments would use (None: it would miss, as every
         call does once the function's code object was replaced)."""
-        if self._code_replaced():
+        values = self.signature.bind(*args, **kwargs)
+        if self.code_replaced():
             return None
-        return self._snapshot.lookup(self.signature.bind(*args, **kwargs))
+        found = self._snapshot.lookup(values)
+        return found if found is not None else self.scope.elsewhere(self, values)
 
     def clear(self) -> None:
         """Forget every entry, record, count and automatic-dynamic marking."""
@@ -451,3 +462,37 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
             if self._persist is not None:
                 self._persist.reset()
             self._publish([])
+
+
+def _checked(fn: Any, compiler: Any, maxsize: Any, recompile_limit: Any) -> Optional[int]:
+    """The recompile limit of a new cache (``recompile_limit`` unless not given), once its
+    options are checked."""
+    if not callable(fn):
+        raise TypeError(f"specialize needs a callable, got {fn!r}")
+    if compiler is not None and not callable(compiler):
+        raise TypeError(f"compiler must be callable, got {compiler!r}")
+    if maxsize is not None and (
+        not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1
+    ):
+        raise ValueError(f"maxsize must be None or an int >= 1, got {maxsize!r}")
+    if recompile_limit is _UNSET:  # [Note: maxsize]: a bounded cache keeps compiling
+        recompile_limit = _DEFAULT_LIMIT if maxsize is None else None
+    if recompile_limit is not None and (
+        not isinstance(recompile_limit, int) or isinstance(recompile_limit, bool)
+        or recompile_limit < 1
+    ):
+        raise ValueError(
+            f"recompile_limit must be None or an int >= 1, got {recompile_limit!r}"
+        )
+    return recompile_limit
+
+
+def _where_and_frame(fn: Any) -> tuple[str, Optional[traceback.FrameSummary]]:
+    """How messages name ``fn`` (``qualname in file:line``), and its frame for stacks."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    qualname = getattr(fn, "__qualname__", type(fn).__qualname__)
+    if code is None:
+        return qualname, None
+    return (f"{qualname} in {code.co_filename}:{code.co_firstlineno}",
+            traceback.FrameSummary(code.co_filename, code.co_firstlineno, code.co_name,
+                                   lookup_line=False))

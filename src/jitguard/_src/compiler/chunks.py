@@ -109,7 +109,9 @@ def generate_chunked(
 ) -> GeneratedCode:
     """The check function for ``leaves`` cut into chunks (see [Note: Chunked checks]);
     ``values`` holds the check's parameters ``params`` (``signature`` joined), ``fname`` and
-    ``filename`` are the check function's name and file."""
+    ``filename`` are the check function's name and file.
+
+    Over 80 lines: one generated module's text, written top to bottom as it reads."""
     code_def = f"def {CODE_NAME}({signature}):"
     shown_def = f"def {fname}({signature}):"
     chunks: list[Body] = []

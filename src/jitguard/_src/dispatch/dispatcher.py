@@ -290,6 +290,11 @@ class Dispatcher:
         return self._generate(layout)
 
     def _generate(self, layout: Layout) -> KeyCode:
+        """The generated code of ``layout``: the dispatcher ``fn<generation>`` and its
+        careful key function.
+
+        Over 80 lines: one generated dispatcher, written top to bottom in the order its code
+        runs, each variant's lines beside the others'."""
         sig, p = self.sig, self.sig.prefix
         g = next(self._generations)
         reads, names = reads_code(layout, p, g, self.ns)

@@ -287,7 +287,9 @@ def capture(
     compile the graph as ``aot_compile_fullgraph`` does, so that it can be serialized
     (``Captured.saved``, or ``Captured.unsaved`` saying why not). ``scalars=False``: a graph
     that reads a tensor's value as a Python scalar raises ``ScalarBreak`` (before the
-    backend sees it)."""
+    backend sees it).
+
+    Over 80 lines: one Dynamo capture, its steps in the order torch needs them."""
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"capture needs a Python function, got {fn!r}")
     seen: list[Any] = []

@@ -1,8 +1,8 @@
 """``jitguard.torch.compile``: TorchDynamo captures, jitguard guards.
 
 May import: jitguard._src.* (the cache, the torch integration below it),
-jitguard._src.torch.dynamo_cache (the cache machinery over Dynamo captures, through which
-torch's internals are reached), torch's public API.
+jitguard._src.torch.dynamo_cache and dynamo_scope (the cache machinery over Dynamo
+captures, through which torch's internals are reached), torch's public API.
 
 # [Note: jitguard.torch.compile on Dynamo]
 # Each cache entry is one Dynamo full-graph capture of the function for the call that
@@ -84,10 +84,12 @@ from typing import Any, Optional, ParamSpec, TypeVar, overload
 
 import torch
 
+from ..cache.specialize import FunctionCache
 from ..cache.stance import no_recompiles
 from ..store.tiers import StoreLike
 from .compiled import CompiledFunction
-from .dynamo_cache import DynamoCache, Regions, TorchCompiler
+from .dynamo_cache import TorchCompiler
+from .dynamo_scope import Regions, dynamo_cache
 
 __all__ = ["TorchCompiler", "compile"]
 
@@ -118,7 +120,7 @@ def _target(obj: Any) -> tuple[types.FunctionType, Optional[Any]]:
 
 
 def _cache_for(fn: types.FunctionType, key: tuple[Any, ...], isolate: bool,
-               make: Callable[[], DynamoCache]) -> DynamoCache:
+               make: Callable[[], FunctionCache]) -> FunctionCache:
     """[Note: Shared entries]: the map holds the function weakly and its caches weakly (the
     wrappers hold them), so a cache lives as long as one wrapper of it does."""
     regions = _shared.get(fn)
@@ -178,7 +180,9 @@ def compile(
     keep entries across processes, as ``specialize(..., store=)`` takes it (a ``Store``, a
     directory, True for the default one, False for none; None: ``JITGUARD_STORE`` decides),
     each one torch's own serialization of its capture ([Note: Stored captures]). Usable as a
-    decorator, with or without arguments."""
+    decorator, with or without arguments.
+
+    Over 80 lines: the options, then each kind of target (function, method, object, module) in turn."""
     if model_or_fn is None:
         return functools.partial(
             compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, verify=verify,
@@ -202,15 +206,13 @@ def compile(
     key = (backend_key, fullgraph, dynamic, bool(verify), recompile_limit, store_key)
 
     def cache_for(target: types.FunctionType, where: str,
-                  watch: Optional[types.FunctionType] = None) -> DynamoCache:
-        def make() -> DynamoCache:
+                  watch: Optional[types.FunctionType] = None) -> FunctionCache:
+        def make() -> FunctionCache:
             compiler = TorchCompiler(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
                                      verify=bool(verify), where=where,
                                      recompile_limit=recompile_limit)
-            cache = DynamoCache(target, compiler, recompile_limit, store, watch=watch)
-            cache.where = where
-            cache._job.where = where
-            return cache
+            return dynamo_cache(target, compiler, recompile_limit, store, watch=watch,
+                                where=where)
 
         return _cache_for(target, key, isolate_recompiles, make)
 

@@ -205,7 +205,9 @@ class CompiledFunction:
              plain: bool = False) -> Callable[..., Any]:
         """The compiled callable. For a module (unless ``plain``: ``fn`` is called with it
         first, nothing more), ``remake()`` compiles a replaced class ``forward`` and
-        ``hooked()`` the module call itself ([Note: Compiling a module])."""
+        ``hooked()`` the module call itself ([Note: Compiling a module]).
+
+        Over 80 lines: the compiled callable's one closure and the attributes it carries."""
         dispatch = cache.function
         stance = adapter.stance
 
@@ -216,7 +218,7 @@ class CompiledFunction:
             if mode == "eager_on_recompile":
                 # a replaced __code__ starts the cache over: its first capture is no recompile
                 if (cache.lookup(*values, **kwargs) is None and cache.entries()
-                        and not cache._code_replaced()):
+                        and not cache.code_replaced()):
                     return fn(*values, **kwargs)
             elif mode == "fail_on_recompile":
                 with no_recompiles():

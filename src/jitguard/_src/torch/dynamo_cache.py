@@ -55,9 +55,7 @@ torch's public API.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
-import threading
 import types
 import weakref
 from collections import Counter
@@ -69,18 +67,15 @@ import torch
 from ..cache.policy import ArgContext, ArgPolicy
 from ..cache.request import CompileRequest
 from ..cache.specialize import FunctionCache
-from ..cache.stats import CacheStats
 from ..errors import ArtifactError, CaptureError, GuardMismatchError, JitGuardError
 from ..guards import Source
 from ..sources import GlobalSource, GlobalStateSource, LocalSource
-from ..store.tiers import StoreLike
-from . import adapter, adapter_runtime, stored
+from . import adapter, stored
 from .compiled import FRAME_PATH, RUNS_EAGERLY, EntryInfo, Piece
-from .convert import GLOBALS_SELF
 from .delegated import Delegation
 from .state import DTYPE_STATES
 
-__all__ = ["BackendCompilerFailed", "DynamoCache", "Regions", "TorchCompiler"]
+__all__ = ["BackendCompilerFailed", "TorchCompiler"]
 
 log = logging.getLogger("jitguard.torch")
 
@@ -400,215 +395,6 @@ def _tree_kind() -> Callable[..., Any]:
     from ..compiler.builder import GuardBuilder
 
     return GuardBuilder.TORCH_GUARD_TREE
-
-
-class Regions:
-    """The caches of one function ([Note: Shared entries]): the shared ones, one per option
-    set (``key``), and the isolated ones. Held weakly: the wrappers hold the caches. Wrappers
-    of one function may be made on several threads at once (a module's hooked call is made
-    on its first call): making a cache and reading the isolated ones hold ``_lock``; finding
-    a live shared cache does not."""
-
-    def __init__(self) -> None:
-        self.shared: dict[Any, weakref.ref[DynamoCache]] = {}
-        self.isolated: weakref.WeakSet[DynamoCache] = weakref.WeakSet()
-        # reentrant: ``make`` runs under it, and a cache's construction may ask for another
-        self._lock = threading.RLock()
-
-    def shared_caches(self) -> list[DynamoCache]:
-        return [c for c in (r() for r in list(self.shared.values())) if c is not None]
-
-    def isolated_caches(self) -> list[DynamoCache]:
-        """The live isolated caches (a WeakSet's iteration is a generator: another thread's
-        ``add`` during it raised RuntimeError)."""
-        with self._lock:
-            return list(self.isolated)
-
-    def _live_shared(self, key: Any) -> Optional[DynamoCache]:
-        ref = self.shared.get(key)
-        return ref() if ref is not None else None
-
-    def cache_for(self, key: Any, isolate: bool,
-                  make: Callable[[], DynamoCache]) -> DynamoCache:
-        """The shared cache of ``key`` (made once, whichever threads ask at once), or a new
-        isolated cache."""
-        if not isolate:
-            found = self._live_shared(key)
-            if found is not None:
-                return found
-        with self._lock:
-            if not isolate:
-                found = self._live_shared(key)
-                if found is not None:
-                    return found
-            cache = make()
-            # complete before it is published: a lock-free reader may take it at once
-            cache.regions, cache.key, cache.isolated = self, key, isolate
-            if isolate:
-                self.isolated.add(cache)
-            else:
-                self.shared[key] = weakref.ref(cache)
-        return cache
-
-    def fallbacks(self, cache: DynamoCache) -> list[DynamoCache]:
-        """The shared caches an isolated ``cache`` also looks in: the one of its options."""
-        if not cache.isolated:
-            return []
-        ref = self.shared.get(cache.key)
-        found = ref() if ref is not None else None
-        return [found] if found is not None else []
-
-
-class DynamoCache(FunctionCache):
-    """A ``FunctionCache`` whose recompile limit follows ``torch._dynamo.config`` when the
-    user gave none, counted over the function's shared caches, and whose stats count capture
-    failures and delegated entries ([Note: Shared entries])."""
-
-    regions: Optional[Regions] = None
-    key: Any = None
-    isolated = False
-    advice_frontend = "jitguard.torch.compile"  # [Note: Recompile advice]
-
-    def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int],
-                 store: StoreLike = None, *, watch: Optional[types.FunctionType] = None) -> None:
-        # [Note: A replaced __code__]: the function whose code the entries come from, when
-        # it is not ``fn`` (a module call's caller inlines ``forward``)
-        self._watch = watch
-        self._fixed_limit = limit
-        self._torch_compiler = compiler
-        compiler.fn = fn
-        # the conversion's source classes must be loaded before stored guards are read
-        _converter()
-        super().__init__(fn, compiler, recompile_limit=limit or adapter.recompile_limit(),
-                         automatic_dynamic=False, policy=_NO_RULES, global_state=False,
-                         store=store)
-        compiler.cache = self
-        # [Note: Stored captures]: with a store, captures are compiled to be serialized
-        compiler.saving = self._persist is not None
-        f_globals = getattr(fn, "__globals__", None)
-        # Dynamo traces ``fn`` itself, so its guards read ``fn``'s globals, not those of
-        # what it wraps (``FunctionCache`` unwraps ``__wrapped__``; a ``@torch.no_grad()``
-        # function is torch's wrapper, whose globals are torch.utils._contextlib's)
-        self._job.f_globals = f_globals
-        if isinstance(f_globals, dict):
-            # bound here too, not only by a conversion that needs it: an entry loaded from a
-            # store reads it ([Note: Builtins a global may shadow])
-            f_globals.setdefault(GLOBALS_SELF, f_globals)
-            if getattr(fn, "__closure__", None):
-                # closure guards read the cells through the function, found as a global
-                name = f"__jitguard_fn_{next(_fn_ids)}"
-                f_globals[name] = fn
-                compiler.installed.append(name)
-                compiler.function_source = GlobalSource(name)
-            weakref.finalize(self, _uninstall, f_globals, compiler.installed)
-        _live.add(self)
-
-    @property
-    def recompile_limit(self) -> int:
-        return self._fixed_limit or adapter.recompile_limit()
-
-    @recompile_limit.setter
-    def recompile_limit(self, value: int) -> None:
-        pass  # FunctionCache.__init__ sets it; the property reads the live value
-
-    @property  # type: ignore[override]
-    def on_limit(self) -> str:
-        fullgraph = self._torch_compiler.fullgraph
-        return "raise" if fullgraph or adapter.fail_on_recompile_limit_hit() else "fallback"
-
-    @on_limit.setter
-    def on_limit(self, value: str) -> None:
-        pass
-
-    def _watch_target(self, fn: Any) -> Optional[types.FunctionType]:
-        return self._watch if self._watch is not None else super()._watch_target(fn)
-
-    # ---- [Note: Shared entries] ----------------------------------------------------------
-    def _limit_reached(self) -> Optional[str]:
-        regions = self.regions
-        if regions is None:
-            return super()._limit_reached()
-        limit = self.recompile_limit
-        region = [self] if self.isolated else regions.shared_caches()
-        if sum(c._compiles for c in region) >= limit:
-            return str(limit)
-        limit_all = adapter.accumulated_recompile_limit()
-        total = sum(len(c.entries()) for c in (*regions.shared_caches(), *regions.isolated_caches()))
-        if total >= limit_all:
-            return f"accumulated_recompile_limit={limit_all}"
-        return None
-
-    def _closest(self, values: tuple[Any, ...], limit: int) -> tuple[list[Any], int]:
-        covered, left = super()._closest(values, limit)
-        if self.regions is not None:
-            for shared in self.regions.fallbacks(self):
-                more, more_left = shared._closest(values, limit)
-                covered, left = covered + more, left + more_left
-        return covered, left
-
-    def _miss(self, *values: Any) -> Any:
-        if self.regions is not None and self.isolated:
-            for shared in self.regions.fallbacks(self):
-                if shared._code_replaced():  # [Note: A replaced __code__]
-                    continue
-                entry = shared._snapshot.lookup(values)
-                if entry is not None:
-                    entry.slow_hits += 1
-                    return self.signature.forward(entry.artifact, *values)
-        return super()._miss(*values)
-
-    def lookup(self, *args: Any, **kwargs: Any) -> Any:
-        found = super().lookup(*args, **kwargs)
-        if found is None and self.regions is not None:
-            for shared in self.regions.fallbacks(self):
-                found = shared.lookup(*args, **kwargs)
-                if found is not None:
-                    break
-        return found
-
-    def stats(self) -> CacheStats:
-        live = {e.compile_id for e in self.entries()}
-        infos = self._torch_compiler.infos
-        return _with(super().stats(),
-                     capture_failures=self._torch_compiler.capture_failures,
-                     backend_failures=self._torch_compiler.backend_failures,
-                     delegated=sum(1 for cid in live if infos.get(cid) and infos[cid].delegated),
-                     frame_path=sum(1 for cid in live
-                                    if infos.get(cid) and infos[cid].guard_layer == FRAME_PATH))
-
-    def guard_layer(self, entry: Any) -> Optional[dict[str, str]]:
-        """Which guards decide ``entry``'s calls, and why ([Note: Graph breaks])."""
-        info = self._torch_compiler.infos.get(entry.compile_id)
-        if info is None:
-            return None
-        out = {"layer": info.guard_layer, "why": info.why}
-        if info.pieces:
-            out["pieces"] = ", ".join(f"{p.compile_id} (torch's guards)" for p in info.pieces)
-        return out
-
-
-def _uninstall(f_globals: dict[str, Any], names: list[str]) -> None:
-    for name in names:
-        f_globals.pop(name, None)
-
-
-_fn_ids = itertools.count()
-_live: weakref.WeakSet[DynamoCache] = weakref.WeakSet()
-
-
-def _clear_all() -> None:
-    """After ``torch._dynamo.reset()``: every cache forgets its entries, as torch's do."""
-    for cache in list(_live):
-        cache.clear()
-
-
-adapter_runtime.on_reset(_clear_all)
-
-
-def _with(stats: CacheStats, **extra: int) -> CacheStats:
-    import dataclasses
-
-    return dataclasses.replace(stats, **extra)
 
 
 # [Note: Capture failures]: the functions whose capture failure was logged already.

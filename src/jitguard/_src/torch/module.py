@@ -140,6 +140,8 @@ def module_guards(
     ``batch``: check the strided tensors' metadata in one TENSORS_MATCH call (see
     [Note: Batched tensor checks]) instead of one TENSOR_MATCH each; it is not used with
     ``tensor_options``.
+
+    Over 80 lines: one guard list, built part by part of the module.
     """
     if not isinstance(module, torch.nn.Module):
         raise GuardKindError(f"module_guards: {source.name()} holds a {type_name(type(module))}, not an nn.Module")
