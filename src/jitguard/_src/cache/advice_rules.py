@@ -3,7 +3,7 @@ global or closure variable baked into each compile, a scalar argument pinned by 
 object guarded by identity and created anew on each call, a list or tuple whose length keeps
 changing, and the plain advice for a source no rule takes. Rules read sources, kinds and pinned values, never reason text.
 
-May import: _util, compiler.*, cache.advice.
+May import: _util, compiler.kinds, compiler.values, cache.advice.
 """
 
 from __future__ import annotations
@@ -12,17 +12,25 @@ import re
 from typing import Any, Optional
 
 from .._util import SCALAR_TYPES
+from ..compiler.kinds import FACT_ID, FACT_LEN, FACT_TYPE_LEN, FACT_VALUE
 from ..compiler.values import Ident
-from .advice import Advice, AdviceContext, Churn, register_advice_rule
+from .advice import Advice, AdviceContext, Churn, Seen, register_advice_rule
 
-__all__ = ["code_of", "local_root", "register_builtin_rules", "variable_of"]
+__all__ = ["code_of", "local_root", "pinned_values", "register_builtin_rules", "variable_of"]
 
 _LOCAL = re.compile(r"^L\['([A-Za-z_]\w*)'\]")
 _GLOBAL = re.compile(r"^G\['([A-Za-z_]\w*)'\]")
 _CELL = re.compile(r"\.__closure__\[(\d+)\]\.cell_contents")
-# Kinds that pin a value by equality.
-VALUE_KINDS = frozenset({"EQUALS_MATCH", "CONSTANT_MATCH", "BOOL_MATCH", "NONE_MATCH"})
-IDENTITY_KINDS = frozenset({"ID_MATCH", "NAMED_ID_MATCH", "FUNCTION_MATCH", "CLOSURE_MATCH"})
+# The rules name no kind ([Note: Kinds own their cache data]): they ask what fact a guard
+# pins. A value by equality, an object by identity, a length:
+VALUE = FACT_VALUE.name
+IDENTITY = FACT_ID.name
+LENGTH = (FACT_LEN.name, FACT_TYPE_LEN.name)
+
+
+def pinned_values(churn: Churn) -> tuple[Seen, ...]:
+    """What the guards that pin the source's value by equality pinned (a scalar's)."""
+    return churn.pinning(VALUE)
 
 
 def local_root(name: str) -> Optional[str]:
@@ -108,7 +116,7 @@ def baked_in(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
 
 
 def _scalar_values(churn: Churn) -> Optional[list[Any]]:
-    seen = churn.of_kind(*VALUE_KINDS)
+    seen = pinned_values(churn)
     if not seen or not all(type(s.params) in SCALAR_TYPES for s in seen):
         return None
     return [s.params for s in seen]
@@ -122,7 +130,7 @@ def pinned_scalar(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
         return None
     if root not in ctx.params or _scalar_values(churn) is None:
         return None
-    values = churn.values(churn.of_kind(*VALUE_KINDS))
+    values = churn.values(pinned_values(churn))
     return Advice(
         churn.source,
         f"The argument {root} is guarded by its value, so each new value compiled again "
@@ -135,7 +143,7 @@ def pinned_scalar(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
 
 
 def _object_kind(churn: Churn) -> str:
-    for seen in churn.of_kind(*IDENTITY_KINDS):
+    for seen in churn.pinning(IDENTITY):
         params = seen.params
         if isinstance(params, Ident):
             obj = params.get()
@@ -148,8 +156,8 @@ def _object_kind(churn: Churn) -> str:
 def new_object(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
     """An object guarded by identity that is created anew on each call (a lambda, a
     ``functools.partial``, a module instance): create it once, outside the loop."""
-    seen = churn.of_kind(*IDENTITY_KINDS)
-    if not seen or len({s.key for s in seen}) < 2:
+    seen = tuple(s for s in churn.pinning(IDENTITY) if isinstance(s.params, Ident))
+    if len({s.key for s in seen}) < 2:
         return None
     what = _object_kind(churn)
     expr = code_of(churn.source)
@@ -167,9 +175,6 @@ def new_object(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
     )
 
 
-LENGTH_KINDS = ("SEQUENCE_LENGTH", "LIST_LENGTH", "TUPLE_ITERATOR_LEN", "LENGTH_CHECK")
-
-
 def _length(params: Any) -> Optional[int]:
     if type(params) is int:
         return params
@@ -181,7 +186,7 @@ def _length(params: Any) -> Optional[int]:
 def changing_length(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
     """A list or tuple whose length keeps changing: each length compiles once; keep it
     fixed, or pass the items as one tensor or array."""
-    seen = churn.of_kind(*LENGTH_KINDS)
+    seen = churn.pinning(*LENGTH)
     lengths = list(dict.fromkeys(_length(s.params) for s in seen))
     if len(lengths) < 2 or None in lengths:
         return None
