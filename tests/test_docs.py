@@ -93,7 +93,12 @@ def test_every_public_name_is_on_a_topic_page(site: pathlib.Path, package: str) 
     pages = _api_pages(site)
     assert {"specialize", "torch", "explain", "store", "errors", "data-model"} <= set(pages)
     everything = "".join(pages.values())
-    missing = [n for n in names if f'id="{package}.{n}"' not in everything]
+    # An entry may document the name where a public submodule re-exports it too
+    # (jitguard.sources.LocalSource for jitguard.LocalSource).
+    missing = [
+        n for n in names
+        if not re.search(rf'id="{re.escape(package)}\.(?:[a-z]\w*\.)?{re.escape(n)}"', everything)
+    ]
     assert not missing
     assert "Not yet filed under a topic" not in pages["index"]
 
