@@ -282,7 +282,7 @@ def _run_example(name: str) -> str:
     env = {**os.environ, "PYTHONPATH": str(SRC), "JITGUARD_DOCS_BUILD": "1"}
     proc = subprocess.run(
         [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, env=env,
-        cwd=ROOT, timeout=120,
+        cwd=ROOT, timeout=600,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"docs example {name} failed:\n{proc.stdout}\n{proc.stderr}")

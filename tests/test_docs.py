@@ -293,3 +293,21 @@ def test_screenshots_show_the_index_and_an_api_page_rendered(
         assert colors.get(SIDEBAR, 0) > total // 20, f"{name}: the theme's sidebar is not drawn"
         assert len(colors) > 100, f"{name}: next to no text rendered"
         assert colors.get(KEYWORD, 0) > 20, f"{name}: code is not highlighted"
+
+
+def test_advice_page_shows_each_rule_run(site: pathlib.Path) -> None:
+    """docs/advice.md embeds each rule's example with the advice it printed at build time."""
+    page = html.unescape(_page(site, "advice"))
+    for shown in (
+        'fix: jitguard.specialize(scale, dynamic=["mode"])',
+        "fn = functools.partial(...)  # once, before the loop",
+        "Recompile limit (3) hit: The argument key",
+        "fix: torch._dynamo.mark_dynamic(x, 0)",
+        "The global ACTIVATION is baked into each compile",
+        "The closure variable mode is baked into each compile",
+        "fix: x = x.to(torch.float32)",
+        "fix: x.requires_grad_(True)",
+        "compiles: 2 | advice: []",
+        "The length of L['values'] kept changing (lengths 1, 2, 3, 4, 5",
+    ):
+        assert shown in page, shown

@@ -12,7 +12,8 @@ May import: cache.decorators, cache.observe, cache.specialize, cache.stats (and 
 # counters (hits, misses, compiles, fallbacks, ...); every compile, kept or not, with its
 # time and outcome; the guard that rejected calls most often; every recompile's reasons;
 # with a store, its key, which tier each loaded entry came from, and every stored entry's
-# fate: loaded, rejected, stale, saved, not stored ([Note: Persistent entries]). ``str()`` is a readable report (at most ``max_guards`` checks per entry, the
+# fate: loaded, rejected, stale, saved, not stored ([Note: Persistent entries]); the
+# advice, one per source that churns ([Note: Recompile advice]). ``str()`` is a readable report (at most ``max_guards`` checks per entry, the
 # rest counted), ``as_dict()``/``to_json()`` the whole of it.
 """
 
@@ -128,6 +129,20 @@ class Explanation:
         if d.get("store"):
             out.append(f"  store {d['store']['key']}:")
             out.extend(f"    {line}" for line in d["store"]["events"])
+        if d.get("advice"):
+            out.append("  advice:")
+            for a in d["advice"]:
+                out.append(f"    {a['source']}: {a['message']}")
+                ev = a["evidence"]
+                values = f"; values seen: {', '.join(ev['values'])}" if ev["values"] else ""
+                limit = (f" (recompile limit {ev['limit']} hit)"
+                         if ev["limit"] is not None else "")
+                n = ev["recompiles"]
+                out.append(f"      evidence: {n} recompile{'' if n == 1 else 's'}{limit}{values}")
+                if a["fix"]:
+                    fix = a["fix"].splitlines()
+                    out.append(f"      fix: {fix[0]}")
+                    out.extend(f"           {line}" for line in fix[1:])
         if d["recompiles"]:
             out.append("  recompiles:")
             for r in d["recompiles"]:
@@ -208,6 +223,7 @@ def explain(f: Union[Callable[..., Any], FunctionCache], *, max_guards: int = 50
         "store": None if cache.store_key is None else {
             "key": cache.store_key, "events": [str(e) for e in events],
         },
+        "advice": [a.as_dict() for a in cache.advice()],
         "recompiles": [
             {
                 "compile_id": None if r.compile_id is None else str(r.compile_id),
