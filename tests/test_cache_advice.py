@@ -8,6 +8,10 @@ import dataclasses
 import functools
 import json
 import logging
+import shutil
+import subprocess
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +205,29 @@ def test_global_baked_in_by_a_compiler() -> None:
     assert a.fix is not None and "def step(x, ..., MODE)" in a.fix
 
 
+def test_scalar_inside_an_argument_baked_in() -> None:
+    """A str attribute of a config object that keeps changing: pass it as an argument of
+    its own."""
+
+    def compiler(request: jg.CompileRequest) -> Any:
+        request.add_guard(jg.AttrSource(request.sources["cfg"], "mode"),
+                          GuardBuilder.EQUALS_MATCH)
+        return request.fn
+
+    def run(x: int, cfg: Any) -> int:
+        return x
+
+    f = specialize(run, compiler=compiler)
+    cfg = Obj()
+    for mode in "abcd":
+        cfg.mode = mode  # type: ignore[attr-defined]
+        f(1, cfg)
+    (a,) = cache_of(f).advice()
+    assert (a.source, a.rule, a.evidence.recompiles) == ("L['cfg'].mode", "baked-in", 3)
+    assert a.fix == ("def run(x, ..., mode): ...  # read mode from the argument\n"
+                     "run(x, ..., cfg.mode)")
+
+
 def test_changing_length() -> None:
     """A list whose length keeps changing: keep it fixed or pass one array."""
     f = specialize(lambda xs: xs)
@@ -305,6 +332,35 @@ def test_trace_record(tmp_path: Path) -> None:
     (a,) = cache_of(f).advice()
     assert item["source"] == a.source == "L['n']" and item["fix"] == a.fix
     assert item["evidence"]["recompiles"] == 3
+
+
+def test_tlparse_renders_the_advice(tmp_path: Path) -> None:
+    """Real tlparse (--strict) files each jitguard_advice artifact under its function's
+    compile: the one that fired it, and at the limit the function's last compile."""
+    tlparse = shutil.which("tlparse") or str(Path(sys.executable).parent / "tlparse")
+    if not Path(tlparse).is_file():
+        pytest.skip("tlparse is not installed (it is in the dev extras: pip install tlparse)")
+    jg.set_trace(str(tmp_path / "trace"))
+    try:
+        f = specialize(lambda x, s: x, recompile_limit=5)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RecompileLimitWarning)
+            for s in "abcdefg":
+                f(1, s)
+    finally:
+        jg.set_trace(None)
+    (log_file,) = (tmp_path / "trace").iterdir()
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [tlparse, str(log_file), "-o", str(out), "--no-browser", "--strict",
+         "--strict-compile-id"], capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    directory = json.loads((out / "compile_directory.json").read_text())
+    frame = cache_of(f).compile_infos()[0].compile_id.frame_id
+    advised = [key for key, v in directory.items()
+               if any(a["name"].startswith("jitguard_advice") for a in v["artifacts"])]
+    assert advised == [f"[{frame}/3]", f"[{frame}/4]"]
 
 
 def test_explain_section() -> None:

@@ -95,12 +95,12 @@ def _no_guards(ctx: ArgContext, source: Source, value: Any) -> None:
 _NO_RULES.register(object, _no_guards)
 
 
-def _converter() -> Optional[Callable[..., Any]]:
-    """The guard conversion (``convert.convert_guards``), when present."""
-    try:
-        from .convert import convert_guards
-    except ImportError:
-        return None
+def _converter() -> Callable[..., Any]:
+    """The guard conversion (``convert.convert_guards``). Imported here, not at the top: a
+    broken ``convert`` fails the first compile loudly, never silently sends every guard to
+    torch's tree."""
+    from .convert import convert_guards
+
     return convert_guards
 
 
@@ -180,8 +180,6 @@ class TorchCompiler:
         converted: list[Any] = []
 
         def keep(entries: Sequence[Any]) -> list[bool]:
-            if convert is None:
-                return [True] * len(entries)
             result = convert(entries, function=request.fn,
                              function_source=self.function_source)
             converted[:] = [result]
