@@ -7,7 +7,7 @@ The other adapters (every torch internal jitguard uses sits in one of them):
 conversion).
 
 May import: torch (its private modules too: that is what this module is for), the standard
-library, jitguard._src.torch.adapter_stored and adapter_runtime. Nothing else from
+library, jitguard._src.torch.adapter_stored, adapter_runtime and adapter_fast. Nothing else from
 jitguard: the compiler above calls in, never the other way.
 
 tests/torch/test_adapter.py holds a test per internal used here, so a torch upgrade that
@@ -47,7 +47,6 @@ import torch
 import torch._dynamo
 import torch._dynamo.config as dynamo_config
 import torch._dynamo.eval_frame as eval_frame
-import torch._dynamo.utils as _dynamo_utils
 import torch._dynamo.variables.torch as _dynamo_torch_vars
 import torch._guards
 from torch._dynamo import convert_frame
@@ -67,6 +66,9 @@ from torch.fx.experimental.symbolic_shapes import (
     GuardOnDataDependentSymNode,
 )
 
+from .adapter_fast import FAST_UTILS_NAME as FAST_UTILS_NAME
+from .adapter_fast import UTILS_ALIAS as UTILS_ALIAS
+from .adapter_fast import fast_helpers
 from .adapter_runtime import without_function_modes
 from .adapter_stored import _SAVING_CONFIG, SavedCapture, _saved
 
@@ -81,11 +83,13 @@ __all__ = [
     "capture",
     "capture_scalar_outputs",
     "current_compile_id",
+    "default_backend",
     "reads_scalars",
     "recompile_limit",
     "resolve_backend",
     "stance",
     "suppress_errors",
+    "torch_backend",
 ]
 
 #: What a capture raises for a graph break or an unsupported construct.
@@ -126,7 +130,8 @@ _SCALAR_METHODS = frozenset({"item", "tolist"})
 
 def reads_scalars(gm: Optional[torch.fx.GraphModule]) -> bool:
     """Whether a captured graph (or one nested in it) reads a tensor's value as a Python
-    scalar: a ``Tensor.item()``/``tolist()`` call or ``aten._local_scalar_dense``."""
+    scalar: a ``Tensor.item()``/``tolist()`` call or ``aten._local_scalar_dense`` that binds
+    an unbacked symbol (Dynamo's record of a data-dependent value)."""
     if gm is None:
         return False
     dense = torch.ops.aten._local_scalar_dense
@@ -135,6 +140,10 @@ def reads_scalars(gm: Optional[torch.fx.GraphModule]) -> bool:
         if not isinstance(graph, torch.fx.Graph):
             continue
         for node in graph.nodes:
+            # an unbacked symbol: a value read at run time (Dynamo's own ``item()`` of a
+            # float it passes as a tensor, under dynamic shapes, gives a backed one)
+            if not node.meta.get("unbacked_bindings"):
+                continue
             if node.op == "call_method" and node.target in _SCALAR_METHODS:
                 return True
             if node.op == "call_function" and (
@@ -202,6 +211,27 @@ def resolve_backend(backend: Any) -> Backend:
     if not callable(backend):
         raise TypeError(f"backend must be a name or a callable (gm, example_inputs), got {backend!r}")
     return backend
+
+
+def default_backend() -> str:
+    """torch.compile's backend when given None (``get_default_backend()``: "inductor")."""
+    from torch._dynamo.backends.registry import get_default_backend
+
+    return str(get_default_backend())
+
+
+def torch_backend(backend: Any, mode: Optional[str], options: Optional[dict[str, Any]],
+                  dynamic: Optional[bool], name: Optional[str] = None) -> Backend:
+    """The callable ``torch.compile(backend=, mode=, options=, dynamic=, name=)`` hands to
+    Dynamo: torch's inductor wrapper for "inductor" (``mode`` picks inductor's mode,
+    ``options`` its config), torch's generic wrapper otherwise (``mode``/``options`` passed
+    to the backend as keyword arguments, only when given). A backend that is neither a name
+    nor a callable raises TypeError."""
+    if not isinstance(backend, str) and not callable(backend):
+        raise TypeError(f"backend must be a name or a callable (gm, example_inputs), got {backend!r}")
+    if backend == "inductor":
+        return torch._TorchCompileInductorWrapper(mode, options, dynamic, name)
+    return torch._TorchCompileWrapper(backend, mode, options, dynamic)
 
 
 def backend_name(backend: Any) -> str:
@@ -343,7 +373,7 @@ def capture(
                 ).guard_manager
     if saving and bi is None:
         unsaved = "the capture made no graph"
-    program = types.FunctionType(_fast_helpers(gco.bytecode, gco.f_globals), gco.f_globals,
+    program = types.FunctionType(fast_helpers(gco.bytecode, gco.f_globals), gco.f_globals,
                                  fn.__name__, gco.argdefs, gco.closure)
     if gco.kwdefaults:
         program.__kwdefaults__ = dict(gco.kwdefaults)
@@ -422,72 +452,3 @@ def _graph_names_autocast(gm: Optional[torch.fx.GraphModule]) -> bool:
                 ):
                     return True
     return False
-
-
-# [Note: A hit's cost]
-# A hit runs the transformed bytecode, which reads the graph's inputs from the frame and
-# calls the backend's compiled graph. Two things torch.compile's bytecode does there cost
-# more than the reads themselves (~0.6-1 us each, measured with a no-op graph), and jitguard
-# leaves them out, soundly:
-#   * ``record_runtime_overhead`` (Dynamo's config, on by default) brackets the reads with a
-#     profiler record ("Pregraph bytecode"), two Python calls even while no profiler runs:
-#     the capture turns it off, so a profile of a jitguard hit has no such record;
-#   * symbolic sizes, strides and storage offsets are read through
-#     ``torch._dynamo.utils.call_size``/``call_stride``/``call_storage_offset``, wrapped
-#     in ``torch._disable_dynamo`` so that Dynamo does not trace them (a Python wrapper
-#     and an eval-frame switch per read). jitguard's program never runs under Dynamo's
-#     frame hook, so the bytecode is given its own name for that module (the code's
-#     ``co_names`` entry renamed, which is the same in every Python version), bound in the
-#     function's globals to ``_FAST_UTILS``: the three reads done directly
-#     (``x.size(i)``: the same call on the same tensor, ``__torch_function__`` included),
-#     every other name forwarded to the module itself.
-# The function-mode stack is set aside around the compiled graph (Dynamo traced the modes
-# into it) only for a capture made while a mode was active (``without_function_modes``):
-# GLOBAL_STATE, which every entry checks, pins the stack, so an entry captured with an
-# empty stack is only ever hit with one. The bytecode around the graph runs with the stack
-# in place: it replays the side effects Dynamo recorded on a mode (a counter the mode
-# bumps) through the stack itself.
-
-
-class _FastDynamoUtils:
-    """``torch._dynamo.utils`` as a jitguard program reads it ([Note: A hit's cost])."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def call_size(x: Any, i: int) -> int:
-        return x.size(i)
-
-    @staticmethod
-    def call_stride(x: Any, i: int) -> int:
-        return x.stride(i)
-
-    @staticmethod
-    def call_storage_offset(x: Any) -> int:
-        return x.storage_offset()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(_dynamo_utils, name)
-
-
-_FAST_UTILS = _FastDynamoUtils()
-#: The global name Dynamo's bytecode reads ``torch._dynamo.utils`` by (its import alias).
-UTILS_ALIAS = "__import_" + _dynamo_utils.__name__.replace(".", "_dot_")
-#: The name jitguard's programs read it by instead.
-FAST_UTILS_NAME = "__jitguard_fast_dynamo_utils"
-
-
-def _fast_helpers(code: types.CodeType, f_globals: dict[str, Any]) -> types.CodeType:
-    """``code`` reading ``torch._dynamo.utils`` as ``_FAST_UTILS`` ([Note: A hit's cost]),
-    in this code object and the ones nested in it."""
-    names = code.co_names
-    consts = code.co_consts
-    if any(isinstance(c, types.CodeType) for c in consts):
-        consts = tuple(_fast_helpers(c, f_globals) if isinstance(c, types.CodeType) else c
-                       for c in consts)
-    if UTILS_ALIAS in names:
-        f_globals[FAST_UTILS_NAME] = _FAST_UTILS
-        names = tuple(FAST_UTILS_NAME if n == UTILS_ALIAS else n for n in names)
-    if names is code.co_names and consts is code.co_consts:
-        return code
-    return code.replace(co_names=names, co_consts=consts)

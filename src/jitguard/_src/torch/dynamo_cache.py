@@ -1,6 +1,6 @@
-"""The cache behind ``jitguard.torch.compile``: ``TorchCompiler`` (one TorchDynamo capture
-per entry, its guards converted or delegated) and ``DynamoCache`` (the ``FunctionCache``
-that follows torch's recompile limit and counts capture failures).
+"""The compiler of the cache behind ``jitguard.torch.compile``: ``TorchCompiler`` (one
+TorchDynamo capture per entry, its guards converted or delegated). The cache itself is a
+plain ``FunctionCache`` whose scope is torch's (``dynamo_scope``, [Note: Scopes]).
 ([Note: jitguard.torch.compile on Dynamo] is in ``compile``, the public face.)
 
 May import: jitguard._src.* (the cache, the compiler, the torch integration below it),
@@ -125,11 +125,16 @@ class TorchCompiler:
     per entry ([Note: jitguard.torch.compile on Dynamo])."""
 
     def __init__(self, *, backend: Any, fullgraph: bool, dynamic: Optional[bool],
-                 verify: bool, where: str, backend_fn: Optional[Callable[..., Any]] = None,
-                 recompile_limit: Optional[int] = None) -> None:
+                 verify: bool, where: str, recompile_limit: Optional[int] = None,
+                 mode: Optional[str] = None, options: Optional[dict[str, Any]] = None,
+                 name: Optional[str] = None) -> None:
+        if backend is None:  # [Note: torch.compile's parameters]: torch's default
+            backend = adapter.default_backend()
         self.backend = backend
-        # the backend as torch.compile calls it (mode and options bound)
-        self.backend_fn = backend_fn if backend_fn is not None else adapter.resolve_backend(backend)
+        self.mode = mode
+        self.options = dict(options) if options else None
+        # the backend as torch.compile hands it to Dynamo (mode, options, dynamic bound)
+        self.backend_fn = adapter.torch_backend(backend, mode, self.options, dynamic, name)
         self.recompile_limit = recompile_limit
         self.backend_failures = 0
         # [Note: Graph breaks]: the torch.compile wrapper that serves what did not capture
@@ -251,6 +256,8 @@ class TorchCompiler:
         env = {
             "torch": torch.__version__,
             "backend": adapter.backend_name(self.backend),
+            **({"mode": str(self.mode)} if self.mode is not None else {}),
+            **({"options": repr(sorted(self.options.items()))} if self.options else {}),
             "fullgraph": str(self.fullgraph),
             "dynamic": str(self.dynamic),
             "cpu": torch.backends.cpu.get_cpu_capability(),
