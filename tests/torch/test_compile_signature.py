@@ -87,7 +87,7 @@ def test_name_recompile_limit_isolate_are_taken() -> None:
     cf = jgt.compile(_f, backend=cnt, name="mine", recompile_limit=1, isolate_recompiles=True)
     x = torch.randn(3)
     torch.testing.assert_close(cf(x), _f(x))
-    assert cf.cache.recompile_limit == 1 and cf.cache.isolated
+    assert cf.cache.recompile_limit == 1 and cf.cache.scope.isolated
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
