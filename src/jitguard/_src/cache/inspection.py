@@ -31,8 +31,12 @@ class CacheInspection:
     ``FunctionCache.__init__`` ([Note: The call path])."""
 
     where: str
-    # What the advisor's rules are told the function was compiled with.
-    advice_frontend = "specialize"
+
+    @property
+    def advice_frontend(self) -> str:
+        """What the advisor's rules are told the function was compiled with (its scope's
+        ``frontend``, [Note: Scopes])."""
+        return self.scope.frontend
     _snapshot: Snapshot
     _entries: dict[int, CacheEntry]
     _history: RecompileHistory

@@ -9,6 +9,9 @@ May import: dispatch.entry, cache.stance, cache.stats; cache.specialize for type
 # torch frontend (``jitguard.torch.compile``) gives its own (torch/dynamo_scope.py): limits
 # that follow ``torch._dynamo.config``, counted over the caches of one function, isolated
 # caches that also look in the shared one, stats that count capture failures. The methods:
+#   * ``frontend``: the name the recompile advisor is told ([Note: Recompile advice]);
+#     ``frame_id()``: the frame id of the function's first compile (None: jitguard's own
+#     count; torch's tools want torch's, [Note: torch's tools]);
 #   * ``watch_target(fn)``: the function whose ``__code__`` the entries come from ([Note: A
 #     replaced __code__]); ``globals_of(fn)``: the globals guards read global sources in;
 #   * ``recompile_limit(configured)``, ``on_limit(configured)``: the live values of the two
@@ -47,6 +50,10 @@ def plain_function(fn: Any) -> Optional[types.FunctionType]:
 class Scope(Protocol):
     """What the cache asks of its frontend ([Note: Scopes])."""
 
+    frontend: str  # what the advisor's rules are told the function was compiled with
+
+    def frame_id(self) -> Optional[int]: ...
+
     def watch_target(self, fn: Any) -> Optional[types.FunctionType]: ...
 
     def globals_of(self, fn: Any) -> Any: ...
@@ -71,6 +78,11 @@ class Scope(Protocol):
 
 class LocalScope:
     """The scope of ``specialize``: one cache, the options as given ([Note: Scopes])."""
+
+    frontend = "specialize"
+
+    def frame_id(self) -> Optional[int]:
+        return None  # the cache's own numbering
 
     def watch_target(self, fn: Any) -> Optional[types.FunctionType]:
         return plain_function(fn)

@@ -352,8 +352,9 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
 
     def _new_compile_id(self) -> CompileId:
         """The next compile id of this function (the frame id is taken on first use)."""
-        if self._frame_id is None:
-            self._frame_id = next(_frame_ids)
+        if self._frame_id is None:  # the scope may number it ([Note: Scopes])
+            frame_id = self.scope.frame_id()
+            self._frame_id = next(_frame_ids) if frame_id is None else frame_id
         compile_id = CompileId(frame_id=self._frame_id, frame_compile_id=self._next_compile)
         self._next_compile += 1
         return compile_id

@@ -99,6 +99,7 @@ class DynamoScope:
     regions: Optional[Regions] = None
     key: Any = None
     isolated = False
+    frontend = "jitguard.torch.compile"  # [Note: Recompile advice]
 
     def __init__(self, compiler: TorchCompiler, limit: Optional[int],
                  watch: Optional[types.FunctionType] = None) -> None:
@@ -107,6 +108,10 @@ class DynamoScope:
         # [Note: A replaced __code__]: the function whose code the entries come from, when
         # it is not ``fn`` (a module call's caller inlines ``forward``)
         self.watch = watch
+
+    def frame_id(self) -> Optional[int]:
+        """[Note: torch's tools]: the function's frame id is one of torch's."""
+        return adapter.new_frame_id()
 
     def watch_target(self, fn: Any) -> Optional[types.FunctionType]:
         return self.watch if self.watch is not None else plain_function(fn)
