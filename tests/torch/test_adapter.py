@@ -325,3 +325,27 @@ def test_read_attr_past_modes() -> None:
         assert Counting.calls == 0
         _ = view._base
         assert Counting.calls == 1
+
+
+def test_specialize_float_knob_makes_floats_constants() -> None:
+    """torch._dynamo.config.specialize_float (patched on to capture again over a zero float)
+    exists, and with it on a float argument is guarded by value, not made symbolic."""
+    import math
+
+    import torch._dynamo.config as dynamo_config
+
+    assert isinstance(dynamo_config.specialize_float, bool)
+
+    def fn(x: Any, k: float) -> Any:
+        return x * math.copysign(1.0, k)
+
+    kinds: list[str] = []
+
+    def keep(entries: Any) -> list[bool]:
+        kinds.extend(e.guard_type for e in entries if e.name == "k" or "L['k']" in e.name)
+        return [True] * len(entries)
+
+    cap = adapter.capture(fn, (torch.ones(1), -0.0), {}, adapter.resolve_backend("eager"), keep,
+                          dynamic=True, specialize_float=True)
+    assert "CONSTANT_MATCH" in kinds
+    assert cap.fn(torch.ones(1), -0.0).item() == -1.0

@@ -163,12 +163,14 @@ class Captured:
     unsaved: Optional[str] = None  # with saving=True: why it cannot be serialized
 
 
-def _capture_contexts(stack: ExitStack, dynamic: Optional[bool]) -> None:
+def _capture_contexts(stack: ExitStack, dynamic: Optional[bool], specialize_float: bool) -> None:
     stack.enter_context(get_metrics_context())
     stack.enter_context(dynamo_timed("fullgraph_capture"))
     stack.enter_context(torch._functorch.config.patch(strict_autograd_cache=True))
     # no profiler bracket around the graph's argument reads ([Note: A hit's cost])
     stack.enter_context(dynamo_config.patch(record_runtime_overhead=False))
+    if specialize_float:  # every float a constant ([Note: Float facts a symbolic guard cannot see])
+        stack.enter_context(dynamo_config.patch(specialize_float=True))
     if dynamic is not None:
         stack.enter_context(eval_frame.set_enable_dynamic(dynamic))
     stack.enter_context(torch_function_mode_stack_state_mgr)
@@ -184,12 +186,14 @@ def capture(
     dynamic: Optional[bool] = None,
     full_tree: bool = False,
     saving: bool = False,
+    specialize_float: bool = False,
 ) -> Captured:
     """Capture ``fn(*args, **kwargs)`` as one graph, compile it with ``backend`` and build
     its guards ([Note: Capturing with Dynamo]). ``keep(entries)`` says which guards torch's
     tree keeps. Raises one of ``GRAPH_BREAKS`` when there is no single graph. ``saving``:
     compile the graph as ``aot_compile_fullgraph`` does, so that it can be serialized
-    (``Captured.saved``, or ``Captured.unsaved`` saying why not)."""
+    (``Captured.saved``, or ``Captured.unsaved`` saying why not). ``specialize_float``:
+    Dynamo makes no float symbolic."""
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"capture needs a Python function, got {fn!r}")
     seen: list[Any] = []
@@ -202,7 +206,7 @@ def capture(
 
     folded: list[Any] = []
     with ExitStack() as stack:
-        _capture_contexts(stack, dynamic)
+        _capture_contexts(stack, dynamic, specialize_float)
         stack.enter_context(_recording_folds(folded))
         out = convert_frame.fullgraph_capture(fn, args, kwargs)
         gco = out.graph_capture_output

@@ -129,11 +129,15 @@ class TorchCompiler:
             left = {id(u.entry) for u in result.unconverted}
             return [id(e) in left for e in entries]
 
+        run = functools.partial(adapter.capture, request.fn, args, kwargs,  # type: ignore[arg-type]
+                                self.backend_fn, keep, dynamic=self.dynamic,
+                                full_tree=self.verify, saving=self.saving)
         try:
-            cap = adapter.capture(
-                request.fn, args, kwargs, self.backend_fn, keep,  # type: ignore[arg-type]
-                dynamic=self.dynamic, full_tree=self.verify, saving=self.saving,
-            )
+            cap = run()
+            if converted and converted[0].symbolic_zeros:
+                # [Note: Float facts a symbolic guard cannot see]: the trace lost a zero's sign
+                self.installed.extend(cap.installed)
+                cap = run(specialize_float=True)
         except Exception as e:
             if not adapter.is_capture_failure(e):
                 raise
