@@ -4,6 +4,12 @@ Re-exports only; the code lives in ``jitguard._src``. Torch-only names are reach
 (see [Note: Lazy integrations]).
 """
 
+from ._src.cache.advice import NO_ADVICE as NO_ADVICE
+from ._src.cache.advice import Advice as Advice
+from ._src.cache.advice import AdviceContext as AdviceContext
+from ._src.cache.advice import Churn as Churn
+from ._src.cache.advice import Evidence as Evidence
+from ._src.cache.advice import register_advice_rule as register_advice_rule
 from ._src.cache.decorators import cache_of as cache_of
 from ._src.cache.decorators import specialize as specialize
 from ._src.cache.entry import CacheEntry as CacheEntry
@@ -144,6 +150,8 @@ def _load_torch_integration() -> None:
 _register_loader("torch", _load_torch_integration)
 
 __all__ = [
+    "Advice",
+    "AdviceContext",
     "ArgContext",
     "ArgPolicy",
     "ArgRule",
@@ -161,6 +169,7 @@ __all__ = [
     "CheckFunction",
     "CheckResult",
     "Checkpointable",
+    "Churn",
     "ClosureSource",
     "CodeSource",
     "CompileContext",
@@ -173,6 +182,7 @@ __all__ = [
     "DuplicateInputs",
     "EmitContext",
     "EphemeralSource",
+    "Evidence",
     "Explanation",
     "FSDPNNModuleSource",
     "FunctionCache",
@@ -210,6 +220,7 @@ __all__ = [
     "ModuleContext",
     "ModuleContextCheckpointState",
     "NNModuleSource",
+    "NO_ADVICE",
     "NoCompileContextError",
     "NoTracingContextError",
     "NotPortable",
@@ -259,6 +270,7 @@ __all__ = [
     "import_guards",
     "int_class_kind",
     "no_recompiles",
+    "register_advice_rule",
     "register_arg_rule",
     "register_constant_type",
     "register_env_expr_handler",

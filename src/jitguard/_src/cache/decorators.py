@@ -95,7 +95,9 @@ def specialize(
 
         @specialize(compiler=compile_add)       # policy="values": scalars by value
         def add(x, y): ...
-        add(1, 2); add(3, 4)                    # two entries: x == 1 ..., x == 3 ...
+        add(1, 2); add(3, 4)                    # two entries: x == 1, y == 2; then x and
+                                                # y changed, so automatic dynamic makes
+                                                # them dynamic: type(x) is int, type(y) is int
 
         @specialize(compiler=compile_add, policy="types")
         def add(x, y): ...

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..guards import Source
+from .advice import announce, limit_advice
 from .compile import int_value_sources
 from .entry import CacheEntry
 from .observe import dispatch_log
@@ -71,10 +72,12 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
         past_limit=past_limit, forbidden=cache.error_on_recompile, limit=reached,
         on_limit=cache.on_limit,
         fallback=cache.fallback if cache.fallback is not cache.fn else None,
+        advice=limit_advice(cache),
     )
     if refused is not None:  # past the limit, falling back: warned once, now
         cache._warned = True
         cache._history.add(refused)
+        announce(cache, None)  # [Note: Recompile advice]
         cache._counters.bump("fallbacks")
         return cache.fallback
     record: Optional[RecompileRecord] = None
@@ -145,6 +148,8 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
     # [Note: Compile events]; the compile log and the guards log say the rest.
     cache._compile_log.compiled(compile_id, started, values, entry, cache_size=cache_size,
                                 record=record)
+    if record is not None:
+        announce(cache, compile_id)  # [Note: Recompile advice]
     if cache.maxsize is not None:
         cache._evict_over(cache.maxsize)
     return entry.artifact

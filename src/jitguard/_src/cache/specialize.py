@@ -208,6 +208,8 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
             self._lru.clear()
         self._warned = False
         self._dirty = False
+        # (source, rule, at the limit) of each advice logged ([Note: Recompile advice])
+        self._advised: set[tuple[str, str, bool]] = set()
 
     def _declared(self, names: Iterable[SourceLike], what: str) -> frozenset[Source]:
         if isinstance(names, str):

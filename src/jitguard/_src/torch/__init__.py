@@ -60,6 +60,7 @@ def install() -> None:
         from ..sources import install_property_reader
         from . import (
             adapter_runtime,
+            advice_rules,
             aliasing,
             ambient,
             batched,
@@ -95,6 +96,7 @@ def install() -> None:
         symbolic.register_sympy_functions()
         portable.register_codecs()
         rules.register_rules()
+        advice_rules.register_advice_rules()
         logging_bridge.install()
         install_property_reader(adapter_runtime.mode_stack_len,
                                 adapter_runtime.read_past_modes,

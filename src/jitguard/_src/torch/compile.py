@@ -205,7 +205,8 @@ def compile(
                   watch: Optional[types.FunctionType] = None) -> DynamoCache:
         def make() -> DynamoCache:
             compiler = TorchCompiler(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
-                                     verify=bool(verify), where=where)
+                                     verify=bool(verify), where=where,
+                                     recompile_limit=recompile_limit)
             cache = DynamoCache(target, compiler, recompile_limit, store, watch=watch)
             cache.where = where
             cache._job.where = where
