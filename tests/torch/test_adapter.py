@@ -425,3 +425,29 @@ def test_current_compile_id_inside_a_backend() -> None:
     torch.compile(_f, backend=backend)(torch.ones(3), 1)
     assert adapter.current_compile_id() is None
     assert len(ids) == 1 and isinstance(ids[0], str) and "/" in ids[0]
+
+
+def test_a_float_passed_as_a_tensor_is_told_from_tensor_inputs() -> None:
+    """Dynamo passes a symbolic float as a 0-d float64 placeholder without ``tensor_dict``
+    (every real tensor input has one) and reads it back with ``.item()``: that read is no
+    scalar break, a user's ``t.item()`` is."""
+    def f(x: Any, k: float) -> Any:
+        return x * k + 1.0
+
+    def g(x: Any, k: float, t: Any) -> Any:
+        return x * k + t.item()
+
+    def keep(entries: Any) -> list[bool]:
+        return [True] * len(entries)
+
+    eager = adapter.resolve_backend("eager")
+    cap = adapter.capture(f, (torch.ones(3), 0.5), {}, eager, keep, dynamic=True, scalars=True)
+    inputs = {n.name: n for n in cap.graph_module.graph.nodes if n.op == "placeholder"}
+    assert adapter._float_input(inputs["l_k_"]) and not adapter._float_input(inputs["l_x_"])
+    assert "tensor_dict" in inputs["l_x_"].meta
+    assert not adapter.reads_scalars(cap.graph_module)
+    cap = adapter.capture(g, (torch.ones(3), 0.5, torch.tensor(2.0, dtype=torch.float64)), {},
+                          eager, keep, dynamic=True, scalars=True)
+    inputs = {n.name: n for n in cap.graph_module.graph.nodes if n.op == "placeholder"}
+    assert not adapter._float_input(inputs["l_t_"])
+    assert adapter.reads_scalars(cap.graph_module)

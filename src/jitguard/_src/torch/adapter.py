@@ -136,12 +136,26 @@ def reads_scalars(gm: Optional[torch.fx.GraphModule]) -> bool:
             continue
         for node in graph.nodes:
             if node.op == "call_method" and node.target in _SCALAR_METHODS:
+                if node.target == "item" and _float_input(node.args[0] if node.args else None):
+                    continue  # Dynamo's own read of a float it passed as a tensor
                 return True
             if node.op == "call_function" and (
                 node.target is dense or getattr(node.target, "overloadpacket", None) is dense
             ):
                 return True
     return False
+
+
+def _float_input(node: Any) -> bool:
+    """Whether ``node`` is a graph input that is a Python float Dynamo passes as a 0-d float64
+    tensor (``specialize_float`` off): a placeholder without the ``tensor_dict`` Dynamo
+    records for every real tensor input. Its ``.item()`` is Dynamo's own read-back of the
+    float, not a user's read of a tensor: no graph break ([Note: Float facts a symbolic
+    guard cannot see])."""
+    if not isinstance(node, torch.fx.Node) or node.op != "placeholder" or "tensor_dict" in node.meta:
+        return False
+    ev = node.meta.get("example_value")
+    return isinstance(ev, torch.Tensor) and ev.dim() == 0 and ev.dtype is torch.float64
 
 
 def capture_scalar_outputs() -> bool:

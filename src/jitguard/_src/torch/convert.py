@@ -372,7 +372,11 @@ def _class_namespace_reads(ctx: Context) -> None:
 # first, by torch.compile too). Stricter than torch, listed in ``stricter``. And a trace
 # over a symbolic zero cannot see its sign either (``math.copysign(1.0, k)`` of a symbol
 # whose value is ``-0.0`` traces as 1.0): such a float is listed in ``symbolic_zeros``,
-# and ``jitguard.torch.compile`` captures that call again with floats specialized.
+# and ``jitguard.torch.compile`` captures that call again with floats specialized. So it
+# does a capture whose graph reads a value back as a Python scalar (``adapter.ScalarBreak``,
+# [Note: Graph breaks]): that value may be such a float, made a tensor, whose sign torch's
+# frame path would lose; only if the capture with floats specialized breaks too does the
+# function go to the frame path.
 _VALUE_KINDS = frozenset({"EQUALS_MATCH", "CONSTANT_MATCH", "ID_MATCH", "FLOAT_FACTS_MATCH"})
 
 

@@ -193,7 +193,13 @@ class TorchCompiler:
                                 full_tree=self.verify, saving=self.saving,
                                 scalars=self.fullgraph or adapter.capture_scalar_outputs())
         try:
-            cap = run()
+            try:
+                cap = run()
+            except adapter.ScalarBreak:
+                # [Note: Float facts a symbolic guard cannot see]: the value read may be a
+                # float Dynamo made a tensor (math.copysign(1.0, k)), whose sign torch's
+                # frame path would lose: with floats constants the capture may not break
+                cap = run(specialize_float=True)
             if converted and converted[0].symbolic_zeros:
                 # [Note: Float facts a symbolic guard cannot see]: the trace lost a zero's sign
                 self.installed.extend(cap.installed)
@@ -616,3 +622,4 @@ def _with(stats: CacheStats, **extra: int) -> CacheStats:
 
 # [Note: Capture failures]: the functions whose capture failure was logged already.
 _logged_failures: weakref.WeakSet[Any] = weakref.WeakSet()
+
