@@ -205,6 +205,29 @@ def test_global_baked_in_by_a_compiler() -> None:
     assert a.fix is not None and "def step(x, ..., MODE)" in a.fix
 
 
+def test_scalar_inside_an_argument_baked_in() -> None:
+    """A str attribute of a config object that keeps changing: pass it as an argument of
+    its own."""
+
+    def compiler(request: jg.CompileRequest) -> Any:
+        request.add_guard(jg.AttrSource(request.sources["cfg"], "mode"),
+                          GuardBuilder.EQUALS_MATCH)
+        return request.fn
+
+    def run(x: int, cfg: Any) -> int:
+        return x
+
+    f = specialize(run, compiler=compiler)
+    cfg = Obj()
+    for mode in "abcd":
+        cfg.mode = mode  # type: ignore[attr-defined]
+        f(1, cfg)
+    (a,) = cache_of(f).advice()
+    assert (a.source, a.rule, a.evidence.recompiles) == ("L['cfg'].mode", "baked-in", 3)
+    assert a.fix == ("def run(x, ..., mode): ...  # read mode from the argument\n"
+                     "run(x, ..., cfg.mode)")
+
+
 def test_changing_length() -> None:
     """A list whose length keeps changing: keep it fixed or pass one array."""
     f = specialize(lambda xs: xs)

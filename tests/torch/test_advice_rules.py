@@ -139,6 +139,25 @@ def test_closure_value_baked_in() -> None:
     assert "closure variable k" in a.message and a.fix is not None and ", k)" in a.fix
 
 
+def test_attribute_of_an_argument_baked_in() -> None:
+    """A str attribute of a config argument, baked in and changing: pass it on its own."""
+
+    class Cfg:
+        mode = "a"
+
+    @jgt.compile
+    def f(x: Any, cfg: Any) -> Any:
+        return x * 2 if cfg.mode == "a" else x
+
+    cfg = Cfg()
+    for mode in "abcd":
+        cfg.mode = mode
+        f(torch.ones(2), cfg)
+    a = _one(f)
+    assert (a.source, a.rule) == ("L['cfg'].mode", "baked-in")
+    assert a.fix is not None and a.fix.endswith("f(x, ..., cfg.mode)")
+
+
 # ---- a scalar argument ---------------------------------------------------------------------
 
 

@@ -3,8 +3,8 @@ Read from the recompile records the cache keeps and the guards of its entries, n
 the text of a reason. The rules themselves are in cache.advice_rules (and, for torch, in
 the torch integration, registered with ``register_advice_rule``).
 
-May import: config, structured, guards, compiler.*, cache.entry, cache.reasons (and
-cache.advice_rules, imported last: its rules register themselves).
+May import: config, structured, compiler.kinds, compiler.values, cache.reasons,
+cache.advice_rules (imported last, as its rules register themselves).
 
 # [Note: Recompile advice]
 # A recompile record ([Note: Recompile reasons]) is *caused* by the sources whose guards
@@ -58,8 +58,9 @@ __all__ = [
     "register_advice_rule",
 ]
 
-# Failures that say nothing about a source: an entry gone, an explanation that raised.
-_NOT_A_CAUSE = frozenset({"GONE", "UNEXPLAINED", "NONDETERMINISTIC", ""})
+# Failures not made from a guard (an entry gone or invalidated, an explanation that raised):
+# they say nothing about a source.
+_NOT_A_CAUSE = frozenset({"GONE", "UNEXPLAINED", "NONDETERMINISTIC", "INVALIDATED", ""})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,8 +137,9 @@ NO_ADVICE: Any = _NoAdvice()
 class Seen:
     """What one guard of an entry pinned on the source: the guard's ``kind``, its
     ``params``, its ``detail`` for this source (``GuardKind.detail``; for a kind over
-    several sources, this source's part), ``value`` (as text) and ``key`` (for
-    comparing)."""
+    several sources, this source's part), ``value`` (as text), ``key`` (for comparing) and
+    ``fact``: the name of the dispatch fact it pins ("value", "id", "len", ...; see
+    ``GuardKind.fact``), None when it pins none."""
 
     compile_id: str
     kind: str
@@ -145,6 +147,7 @@ class Seen:
     detail: Optional[dict[str, Any]]
     value: str
     key: str
+    fact: Optional[str] = None  # the name of the fact the guard pins (``GuardKind.fact``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,7 +163,12 @@ class Churn:
     limit: Union[int, str, None] = None
 
     def of_kind(self, *kinds: str) -> tuple[Seen, ...]:
+        """What the guards of these kinds (by name) pinned."""
         return tuple(s for s in self.seen if s.kind in kinds)
+
+    def pinning(self, *facts: str) -> tuple[Seen, ...]:
+        """What the guards that pin one of these facts ("value", "id", ...) pinned."""
+        return tuple(s for s in self.seen if s.fact in facts)
 
     def values(self, seen: Optional[Iterable[Seen]] = None) -> tuple[str, ...]:
         """The distinct values seen, oldest first."""
@@ -227,17 +235,24 @@ def _key(value: Any) -> str:
 
 def _seen(compile_id: str, kind_name: str, params: Any, index: int) -> Seen:
     detail: Optional[dict[str, Any]] = None
-    try:
-        kind = guard_kinds().get(kind_name)
-        detail = kind.detail(params) if kind is not None else None
-    except Exception:  # an unregistered kind, or a detail that raised: the params then
-        detail = None
+    fact: Optional[str] = None
+    kind = guard_kinds().get(kind_name)
+    if kind is not None:
+        try:
+            detail = kind.detail(params)
+        except Exception:  # a detail that raised: the params then
+            detail = None
+        try:
+            pinned = kind.fact(params)
+            fact = pinned[0] if pinned is not None else None
+        except Exception:
+            fact = None
     if detail is not None and isinstance(detail.get("per_source"), list):
         parts = detail["per_source"]
         detail = parts[index] if index < len(parts) else None
     if detail is not None:
-        return Seen(compile_id, kind_name, params, detail, _key(detail), _key(detail))
-    return Seen(compile_id, kind_name, params, None, _text(params), _key(params))
+        return Seen(compile_id, kind_name, params, detail, _key(detail), _key(detail), fact)
+    return Seen(compile_id, kind_name, params, None, _text(params), _key(params), fact)
 
 
 class _Pinned:
@@ -288,7 +303,7 @@ def _causes(record: RecompileRecord, pinned: _Pinned) -> tuple[set[str], dict[st
     for item in record.entries:
         names: set[str] = set()
         for failure in item.failures:
-            if failure.kind in _NOT_A_CAUSE or failure.kind == "INVALIDATED":
+            if failure.kind in _NOT_A_CAUSE:
                 continue
             these: Sequence[str] = failure.source_names or (failure.kind,)
             if len(these) > 1 and new is not None:
@@ -340,7 +355,7 @@ def advise(cache: Any, extra: Sequence[RecompileRecord] = (), *,
     for record in records:
         for item in record.entries:
             for failure in item.failures:
-                if failure.kind not in _NOT_A_CAUSE and failure.kind != "INVALIDATED":
+                if failure.kind not in _NOT_A_CAUSE:
                     pinned.add(item.compile_id, failure.kind, failure.params,
                                failure.source_names)
                     wanted.update(failure.source_names)

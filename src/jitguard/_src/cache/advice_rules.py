@@ -3,7 +3,7 @@ global or closure variable baked into each compile, a scalar argument pinned by 
 object guarded by identity and created anew on each call, a list or tuple whose length keeps
 changing, and the plain advice for a source no rule takes. Rules read sources, kinds and pinned values, never reason text.
 
-May import: _util, compiler.*, cache.advice.
+May import: _util, compiler.kinds, compiler.values, cache.advice.
 """
 
 from __future__ import annotations
@@ -12,17 +12,25 @@ import re
 from typing import Any, Optional
 
 from .._util import SCALAR_TYPES
+from ..compiler.kinds import FACT_ID, FACT_LEN, FACT_TYPE_LEN, FACT_VALUE
 from ..compiler.values import Ident
-from .advice import Advice, AdviceContext, Churn, register_advice_rule
+from .advice import Advice, AdviceContext, Churn, Seen, register_advice_rule
 
-__all__ = ["code_of", "local_root", "register_builtin_rules", "variable_of"]
+__all__ = ["code_of", "local_root", "pinned_values", "register_builtin_rules", "variable_of"]
 
 _LOCAL = re.compile(r"^L\['([A-Za-z_]\w*)'\]")
 _GLOBAL = re.compile(r"^G\['([A-Za-z_]\w*)'\]")
 _CELL = re.compile(r"\.__closure__\[(\d+)\]\.cell_contents")
-# Kinds that pin a value by equality.
-VALUE_KINDS = frozenset({"EQUALS_MATCH", "CONSTANT_MATCH", "BOOL_MATCH", "NONE_MATCH"})
-IDENTITY_KINDS = frozenset({"ID_MATCH", "NAMED_ID_MATCH", "FUNCTION_MATCH", "CLOSURE_MATCH"})
+# The rules name no kind ([Note: Kinds own their cache data]): they ask what fact a guard
+# pins. A value by equality, an object by identity, a length:
+VALUE = FACT_VALUE.name
+IDENTITY = FACT_ID.name
+LENGTH = (FACT_LEN.name, FACT_TYPE_LEN.name)
+
+
+def pinned_values(churn: Churn) -> tuple[Seen, ...]:
+    """What the guards that pin the source's value by equality pinned (a scalar's)."""
+    return churn.pinning(VALUE)
 
 
 def local_root(name: str) -> Optional[str]:
@@ -62,29 +70,53 @@ def _times(n: int) -> str:
     return f"{n} recompile{'' if n == 1 else 's'}"
 
 
-def baked_in(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
-    """A module global or closure variable the compile baked in, that keeps changing:
-    pass it as an argument."""
-    found = variable_of(churn.source, ctx)
-    if found is None:
+_LAST = re.compile(r"(?:\.([A-Za-z_]\w*)|\['([A-Za-z_]\w*)'\])$")
+
+
+def _part_of_argument(churn: Churn, ctx: AdviceContext) -> Optional[str]:
+    """The name to pass a scalar under an argument by (``mode`` for ``L['cfg'].mode``),
+    when the churn is one pinned by value."""
+    root = local_root(churn.source)
+    if root is None or root not in ctx.params or churn.source == f"L['{root}']":
         return None
-    what, var = found
+    if _scalar_values(churn) is None:
+        return None
+    m = _LAST.search(churn.source)
+    return (m.group(1) or m.group(2)) if m else None
+
+
+def baked_in(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
+    """A module global, a closure variable, or a scalar inside an argument (an attribute of
+    a config object) that the compile baked in and that keeps changing: pass it as an
+    argument."""
+    found = variable_of(churn.source, ctx)
+    part = _part_of_argument(churn, ctx) if found is None else None
+    if found is None and part is None:
+        return None
     values = churn.values()
     args = ", ".join([*(p for p in ctx.params[:1]), "..."]) if ctx.params else "..."
+    if found is not None:
+        what, var = found
+        subject = f"The {what} {var}"
+        where = "the module" if what == "global" else "the closure"
+        call = var
+    else:
+        assert part is not None
+        subject, var, where, call = churn.source, part, code_of(churn.source), code_of(churn.source)
     return Advice(
         churn.source,
-        f"The {what} {var} is baked into each compile and kept changing "
+        f"{subject} is baked into each compile and kept changing "
         f"({_list(values)}: {_times(churn.recompiles)}); pass it to {ctx.name} as an "
-        f"argument instead of reading it from {'the module' if what == 'global' else 'the closure'}.",
+        f"argument of its own instead of reading it from {where}.",
         churn.evidence(values),
         f"def {ctx.name}({args}, {var}): ...  # read {var} from the argument\n"
-        f"{ctx.name}({args}, {var})",
+        f"{ctx.name}({args}, {call})",
         rule="baked-in",
     )
 
 
 def _scalar_values(churn: Churn) -> Optional[list[Any]]:
-    seen = churn.of_kind(*VALUE_KINDS)
+    seen = pinned_values(churn)
     if not seen or not all(type(s.params) in SCALAR_TYPES for s in seen):
         return None
     return [s.params for s in seen]
@@ -98,7 +130,7 @@ def pinned_scalar(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
         return None
     if root not in ctx.params or _scalar_values(churn) is None:
         return None
-    values = churn.values(churn.of_kind(*VALUE_KINDS))
+    values = churn.values(pinned_values(churn))
     return Advice(
         churn.source,
         f"The argument {root} is guarded by its value, so each new value compiled again "
@@ -111,7 +143,7 @@ def pinned_scalar(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
 
 
 def _object_kind(churn: Churn) -> str:
-    for seen in churn.of_kind(*IDENTITY_KINDS):
+    for seen in churn.pinning(IDENTITY):
         params = seen.params
         if isinstance(params, Ident):
             obj = params.get()
@@ -124,8 +156,8 @@ def _object_kind(churn: Churn) -> str:
 def new_object(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
     """An object guarded by identity that is created anew on each call (a lambda, a
     ``functools.partial``, a module instance): create it once, outside the loop."""
-    seen = churn.of_kind(*IDENTITY_KINDS)
-    if not seen or len({s.key for s in seen}) < 2:
+    seen = tuple(s for s in churn.pinning(IDENTITY) if isinstance(s.params, Ident))
+    if len({s.key for s in seen}) < 2:
         return None
     what = _object_kind(churn)
     expr = code_of(churn.source)
@@ -143,9 +175,6 @@ def new_object(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
     )
 
 
-LENGTH_KINDS = ("SEQUENCE_LENGTH", "LIST_LENGTH", "TUPLE_ITERATOR_LEN", "LENGTH_CHECK")
-
-
 def _length(params: Any) -> Optional[int]:
     if type(params) is int:
         return params
@@ -157,7 +186,7 @@ def _length(params: Any) -> Optional[int]:
 def changing_length(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
     """A list or tuple whose length keeps changing: each length compiles once; keep it
     fixed, or pass the items as one tensor or array."""
-    seen = churn.of_kind(*LENGTH_KINDS)
+    seen = churn.pinning(*LENGTH)
     lengths = list(dict.fromkeys(_length(s.params) for s in seen))
     if len(lengths) < 2 or None in lengths:
         return None

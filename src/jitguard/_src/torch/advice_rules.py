@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from ..cache.advice import NO_ADVICE, Advice, AdviceContext, Churn, Seen, register_advice_rule
-from ..cache.advice_rules import VALUE_KINDS, code_of, local_root
+from ..cache.advice_rules import code_of, local_root, pinned_values
 from .module_kinds import ModuleStateSpec
 
 __all__ = ["DYNAMO", "register_advice_rules"]
@@ -161,7 +161,7 @@ def _hashable(value: Any) -> bool:
 
 def training(churn: Churn, ctx: AdviceContext) -> Any:
     """A module's ``training`` flipping: train and eval each compile once, which is fine."""
-    if churn.source.endswith(".training") and set(churn.kinds) <= VALUE_KINDS:
+    if churn.source.endswith(".training") and not set(churn.kinds) & set(TENSOR_KINDS):
         return NO_ADVICE
     if set(churn.kinds) == {"NN_MODULE_STATE"} and _only_training_differs(
             churn.of_kind("NN_MODULE_STATE")):
@@ -177,7 +177,7 @@ def dynamo_scalar(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
         return None
     if root not in ctx.params:
         return None
-    seen = churn.of_kind(*VALUE_KINDS)
+    seen = pinned_values(churn)
     if not seen:
         return None
     values = churn.values(seen)
