@@ -12,11 +12,8 @@ from ._src.cache.advice import Evidence as Evidence
 from ._src.cache.advice import register_advice_rule as register_advice_rule
 from ._src.cache.decorators import cache_of as cache_of
 from ._src.cache.decorators import specialize as specialize
-from ._src.cache.entry import CacheEntry as CacheEntry
-from ._src.cache.entry import register_specificity as register_specificity
 from ._src.cache.explain import Explanation as Explanation
 from ._src.cache.explain import explain as explain
-from ._src.cache.fast import speedups_enabled as speedups_enabled
 from ._src.cache.observe import CompileInfo as CompileInfo
 from ._src.cache.persist import StoreEvent as StoreEvent
 from ._src.cache.policy import ArgContext as ArgContext
@@ -72,6 +69,9 @@ from ._src.contexts import active_fake_mode as active_fake_mode
 from ._src.contexts import compile_context as compile_context
 from ._src.contexts import detect_fake_mode as detect_fake_mode
 from ._src.contexts import tracing as tracing
+from ._src.dispatch.entry import CacheEntry as CacheEntry
+from ._src.dispatch.entry import register_specificity as register_specificity
+from ._src.dispatch.fast import speedups_enabled as speedups_enabled
 from ._src.errors import ArtifactError as ArtifactError
 from ._src.errors import CaptureError as CaptureError
 from ._src.errors import GuardCompileError as GuardCompileError

@@ -401,3 +401,44 @@ def test_current_compile_id_inside_a_backend() -> None:
     torch.compile(_f, backend=backend)(torch.ones(3), 1)
     assert adapter.current_compile_id() is None
     assert len(ids) == 1 and isinstance(ids[0], str) and "/" in ids[0]
+
+
+def test_torch_backend_wraps_as_torch_compile_does() -> None:
+    """``torch_backend``: torch's inductor wrapper (mode and options into its config) for
+    "inductor", torch's generic wrapper otherwise (mode/options as keyword arguments, name
+    kept as ``compiler_name``); ``default_backend`` is torch's default."""
+    ind = adapter.torch_backend("inductor", "max-autotune", None, None)
+    assert isinstance(ind, torch._TorchCompileInductorWrapper)
+    assert ind.config.get("max_autotune") is True and adapter.backend_name(ind) == "inductor"
+    seen: dict[str, Any] = {}
+
+    def mine(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        return gm.forward
+
+    gen = adapter.torch_backend(mine, None, {"k": 1}, None)
+    assert isinstance(gen, torch._TorchCompileWrapper) and adapter.backend_name(gen) == "mine"
+    cap = adapter.capture(_f, (torch.ones(3), 1), {}, gen, lambda es: [False] * len(es))
+    assert seen == {"options": {"k": 1}} and cap.graph_module is not None
+    assert adapter.default_backend() == "inductor"
+    with pytest.raises(TypeError, match="backend must be"):
+        adapter.torch_backend(3, None, None, None)
+
+
+def test_tensorified_float_is_no_scalar_read() -> None:
+    """Under dynamic shapes Dynamo passes a float attribute as a tensor and ``item()``s it
+    back (a backed symbol): not a data-dependent read, so ``scalars=False`` keeps it."""
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = 2.0
+
+        def forward(self, x: Any) -> Any:
+            return x * self.scale
+
+    m = Scaled()
+    cap = adapter.capture(type(m).forward, (m, torch.ones(4, 2)), {},
+                          adapter.resolve_backend("eager"), lambda es: [False] * len(es),
+                          dynamic=True, scalars=False)
+    assert any(n.target == "item" for n in cap.graph_module.graph.nodes)
+    assert not adapter.reads_scalars(cap.graph_module)

@@ -1,7 +1,7 @@
 """The typed face of ``specialize``: ``jitguard.specialize`` keeps the wrapped function's
 signature for type checkers (``ParamSpec``, in ``typing`` from Python 3.10 on).
 
-May import: every ``cache`` module.
+May import: store.tiers, every ``cache`` module.
 
 ``specialize`` is typed by two overloads (a function, or no function: the decorator form)
 whose keyword options are the implementation's, one for one (tests/test_typing.py compares

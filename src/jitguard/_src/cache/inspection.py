@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..dispatch.entry import CacheEntry
+from ..dispatch.snapshot import Snapshot
 from ..guards import Source
 from ..ids import CompileId
 from .advice import Advice, advise
-from .dispatch import Snapshot
-from .entry import CacheEntry
 from .observe import CompileInfo, CompileLog
 from .persist import Persistence, StoreEvent
 from .reasons import RecompileHistory, RecompileRecord

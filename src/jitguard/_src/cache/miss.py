@@ -4,7 +4,7 @@ cache.specialize, from "decide between compiling"). ``FunctionCache._miss`` call
 the function's compile lock; it reads and updates the cache's private state.
 
 May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` module except
-cache.specialize (but its ``FunctionCache`` for typing) and cache.decorators.
+cache.specialize and cache.decorators; cache.specialize for types only (its ``FunctionCache``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..dispatch.entry import CacheEntry
 from ..guards import Source
 from .advice import announce, limit_advice
-from .compile import int_value_sources
-from .entry import CacheEntry
+from .job import int_value_sources
 from .observe import dispatch_log
 from .reasons import EXPLAINED, RecompileRecord, format_recompile, keepable, log
 from .stance import refuse

@@ -1,7 +1,7 @@
 """Limits and stances: how many entries a function may make, and what happens past that,
 or when recompiling is forbidden.
 
-May import: errors, cache.entry, cache.reasons.
+May import: errors, dispatch.entry, cache.reasons.
 
 ``RecompileError``, ``RecompileLimitError`` and ``RecompileLimitWarning`` live in ``errors``
 (imported here under their old names too).
@@ -29,8 +29,8 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Optional, Union
 
+from ..dispatch.entry import CacheEntry
 from ..errors import RecompileError, RecompileLimitError, RecompileLimitWarning
-from .entry import CacheEntry
 from .reasons import RecompileRecord, format_recompile, log
 
 __all__ = [

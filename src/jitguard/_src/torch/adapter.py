@@ -81,11 +81,13 @@ __all__ = [
     "capture",
     "capture_scalar_outputs",
     "current_compile_id",
+    "default_backend",
     "reads_scalars",
     "recompile_limit",
     "resolve_backend",
     "stance",
     "suppress_errors",
+    "torch_backend",
 ]
 
 #: What a capture raises for a graph break or an unsupported construct.
@@ -126,7 +128,8 @@ _SCALAR_METHODS = frozenset({"item", "tolist"})
 
 def reads_scalars(gm: Optional[torch.fx.GraphModule]) -> bool:
     """Whether a captured graph (or one nested in it) reads a tensor's value as a Python
-    scalar: a ``Tensor.item()``/``tolist()`` call or ``aten._local_scalar_dense``."""
+    scalar: a ``Tensor.item()``/``tolist()`` call or ``aten._local_scalar_dense`` that binds
+    an unbacked symbol (Dynamo's record of a data-dependent value)."""
     if gm is None:
         return False
     dense = torch.ops.aten._local_scalar_dense
@@ -135,6 +138,10 @@ def reads_scalars(gm: Optional[torch.fx.GraphModule]) -> bool:
         if not isinstance(graph, torch.fx.Graph):
             continue
         for node in graph.nodes:
+            # an unbacked symbol: a value read at run time (Dynamo's own ``item()`` of a
+            # float it passes as a tensor, under dynamic shapes, gives a backed one)
+            if not node.meta.get("unbacked_bindings"):
+                continue
             if node.op == "call_method" and node.target in _SCALAR_METHODS:
                 return True
             if node.op == "call_function" and (
@@ -202,6 +209,27 @@ def resolve_backend(backend: Any) -> Backend:
     if not callable(backend):
         raise TypeError(f"backend must be a name or a callable (gm, example_inputs), got {backend!r}")
     return backend
+
+
+def default_backend() -> str:
+    """torch.compile's backend when given None (``get_default_backend()``: "inductor")."""
+    from torch._dynamo.backends.registry import get_default_backend
+
+    return str(get_default_backend())
+
+
+def torch_backend(backend: Any, mode: Optional[str], options: Optional[dict[str, Any]],
+                  dynamic: Optional[bool], name: Optional[str] = None) -> Backend:
+    """The callable ``torch.compile(backend=, mode=, options=, dynamic=, name=)`` hands to
+    Dynamo: torch's inductor wrapper for "inductor" (``mode`` picks inductor's mode,
+    ``options`` its config), torch's generic wrapper otherwise (``mode``/``options`` passed
+    to the backend as keyword arguments, only when given). A backend that is neither a name
+    nor a callable raises TypeError."""
+    if not isinstance(backend, str) and not callable(backend):
+        raise TypeError(f"backend must be a name or a callable (gm, example_inputs), got {backend!r}")
+    if backend == "inductor":
+        return torch._TorchCompileInductorWrapper(mode, options, dynamic, name)
+    return torch._TorchCompileWrapper(backend, mode, options, dynamic)
 
 
 def backend_name(backend: Any) -> str:

@@ -95,12 +95,12 @@ def _no_guards(ctx: ArgContext, source: Source, value: Any) -> None:
 _NO_RULES.register(object, _no_guards)
 
 
-def _converter() -> Optional[Callable[..., Any]]:
-    """The guard conversion (``convert.convert_guards``), when present."""
-    try:
-        from .convert import convert_guards
-    except ImportError:
-        return None
+def _converter() -> Callable[..., Any]:
+    """The guard conversion (``convert.convert_guards``). Imported here, not at the top: a
+    broken ``convert`` fails the first compile loudly, never silently sends every guard to
+    torch's tree."""
+    from .convert import convert_guards
+
     return convert_guards
 
 
@@ -127,11 +127,16 @@ class TorchCompiler:
     per entry ([Note: jitguard.torch.compile on Dynamo])."""
 
     def __init__(self, *, backend: Any, fullgraph: bool, dynamic: Optional[bool],
-                 verify: bool, where: str, backend_fn: Optional[Callable[..., Any]] = None,
-                 recompile_limit: Optional[int] = None) -> None:
+                 verify: bool, where: str, recompile_limit: Optional[int] = None,
+                 mode: Optional[str] = None, options: Optional[dict[str, Any]] = None,
+                 name: Optional[str] = None) -> None:
+        if backend is None:  # [Note: torch.compile's parameters]: torch's default
+            backend = adapter.default_backend()
         self.backend = backend
-        # the backend as torch.compile calls it (mode and options bound)
-        self.backend_fn = backend_fn if backend_fn is not None else adapter.resolve_backend(backend)
+        self.mode = mode
+        self.options = dict(options) if options else None
+        # the backend as torch.compile hands it to Dynamo (mode, options, dynamic bound)
+        self.backend_fn = adapter.torch_backend(backend, mode, self.options, dynamic, name)
         self.recompile_limit = recompile_limit
         self.backend_failures = 0
         # [Note: Graph breaks]: the torch.compile wrapper that serves what did not capture
@@ -180,8 +185,6 @@ class TorchCompiler:
         converted: list[Any] = []
 
         def keep(entries: Sequence[Any]) -> list[bool]:
-            if convert is None:
-                return [True] * len(entries)
             result = convert(entries, function=request.fn,
                              function_source=self.function_source)
             converted[:] = [result]
@@ -255,6 +258,8 @@ class TorchCompiler:
         env = {
             "torch": torch.__version__,
             "backend": adapter.backend_name(self.backend),
+            **({"mode": str(self.mode)} if self.mode is not None else {}),
+            **({"options": repr(sorted(self.options.items()))} if self.options else {}),
             "fullgraph": str(self.fullgraph),
             "dynamic": str(self.dynamic),
             "cpu": torch.backends.cpu.get_cpu_capability(),

@@ -1,4 +1,4 @@
-"""Tests for jitguard._src.cache.dispatch: choosing dims, snapshots, and the differential
+"""Tests for jitguard._src.dispatch.snapshot: choosing dims, snapshots, and the differential
 check that the index answers exactly what a careful linear walk answers."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jitguard import AttrSource, CompileId, GetItemSource, GuardBuilder, LocalSource, compile_guards
-from jitguard._src.cache.dispatch import build_snapshot, choose_dims, linear_lookup, union_dims
-from jitguard._src.cache.entry import CacheEntry, Dim
-from jitguard._src.cache.keys import Dispatcher, compute_layout
-from jitguard._src.cache.signature import Signature
+from jitguard._src.dispatch.dispatcher import Dispatcher, compute_layout
+from jitguard._src.dispatch.entry import CacheEntry, Dim
+from jitguard._src.dispatch.signature import Signature
+from jitguard._src.dispatch.snapshot import build_snapshot, choose_dims, linear_lookup, union_dims
 
 GB = GuardBuilder
 PARAMS = ("a", "b", "c")

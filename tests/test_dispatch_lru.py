@@ -1,4 +1,4 @@
-"""Tests for jitguard._src.cache.lru: specialize(maxsize=N) keeps at most N entries and
+"""Tests for jitguard._src.dispatch.lru: specialize(maxsize=N) keeps at most N entries and
 evicts the least recently used one, like functools.lru_cache."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jitguard import cache_of, specialize
-from jitguard._src.cache.lru import Lru
+from jitguard._src.dispatch.lru import Lru
 
 # Every test here runs with the C hot path and in pure Python ([Note: The C hot path]).
 pytestmark = pytest.mark.usefixtures("dispatch_mode")

@@ -1,7 +1,7 @@
 /* jitguard._src._speedups: the optional C hot path of the specializing cache.
  *
  * On the CPython API alone (no numpy headers). See [Note: The C hot path] in
- * jitguard/_src/cache/fast.py: a ``Dispatch`` object is the specialized function when
+ * jitguard/_src/dispatch/fast.py: a ``Dispatch`` object is the specialized function when
  * the extension is there. It holds the generated Python dispatcher (``fallback``, the
  * single source of truth) and a ``State`` (the snapshot's key layout, compiled to codes,
  * and the snapshot's index dict itself, shared with the Python dispatcher so that an
@@ -14,21 +14,21 @@
  * before a forward is visible: no user code runs, no counter moves.
  *
  * One translation unit, in parts (so that the hot path still inlines across them):
- *   _speedups.h             the shared codes and types;
- *   _speedups_facts.c.h     key parts computed from a value (array facts, int classes);
- *   _speedups_state.c.h     the State type;
- *   _speedups_dispatch.c.h  the slot's fields, the Dispatch struct and its call path;
- *   _speedups_dispatch_type.c.h  the rest of the Dispatch type;
- *   this file               the helpers of generated checks over a batch of guards
- *                           (dicts_lack, attrs_falsy, dicts_exclude) and the module.
+ *   speedups.h         the shared codes and types;
+ *   facts.c.h          key parts computed from a value (array facts, int classes);
+ *   state.c.h          the State type;
+ *   dispatch.c.h       the slot's fields, the Dispatch struct and its call path;
+ *   dispatch_type.c.h  the rest of the Dispatch type;
+ *   this file          the helpers of generated checks over a batch of guards
+ *                      (dicts_lack, attrs_falsy, dicts_exclude) and the module.
  * setup.py lists the parts as the extension's depends (a change to any rebuilds it), and
  * the Makefile as prerequisites of the install.
  */
-#include "_speedups.h"
-#include "_speedups_facts.c.h"
-#include "_speedups_state.c.h"
-#include "_speedups_dispatch.c.h"
-#include "_speedups_dispatch_type.c.h"
+#include "speedups.h"
+#include "facts.c.h"
+#include "state.c.h"
+#include "dispatch.c.h"
+#include "dispatch_type.c.h"
 
 /* ---- helpers of generated checks ([Note: Batched leaves], compiler/bulk.py) ----------- */
 
@@ -296,14 +296,14 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "jitguard._src._speedups",
+    .m_name = "jitguard._src._speedups.ext",
     .m_doc = "The optional C hot path of jitguard's specializing cache.",
     .m_size = -1,
     .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC
-PyInit__speedups(void)
+PyInit_ext(void)
 {
     if (PyType_Ready(&StateType) < 0 || PyType_Ready(&DispatchType) < 0) {
         return NULL;

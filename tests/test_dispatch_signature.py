@@ -1,4 +1,4 @@
-"""Tests for jitguard._src.cache.signature: parameter values, binders and forwarders."""
+"""Tests for jitguard._src.dispatch.signature: parameter values, binders and forwarders."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jitguard import CompileRequest, cache_of, specialize
-from jitguard._src.cache.signature import DEFAULT, Signature, internal_prefix
+from jitguard._src.dispatch.signature import DEFAULT, Signature, internal_prefix
 
 # Every test here runs with the C hot path and in pure Python ([Note: The C hot path]).
 pytestmark = pytest.mark.usefixtures("dispatch_mode")

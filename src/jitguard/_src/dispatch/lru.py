@@ -1,6 +1,6 @@
 """Least-recently-used order of a cache's entries, for ``specialize(..., maxsize=N)``.
 
-May import: cache.entry.
+May import: dispatch.entry.
 
 # [Note: maxsize]
 # ``specialize(fn, maxsize=N)`` keeps at most N entries: when a compile makes one more, the

@@ -1,7 +1,7 @@
 /* jitguard._src._speedups: the Dispatch type around its call path (construction, GC,
  * attributes delegated to the Python dispatcher, _install/_watch/_counts, the type object).
- * Not compiled on its own: _speedups.c includes it (one translation unit), after
- * _speedups_dispatch.c.h (the struct and Dispatch_vectorcall). */
+ * Not compiled on its own: speedups.c includes it (one translation unit), after
+ * dispatch.c.h (the struct and Dispatch_vectorcall). */
 
 /* ---- the dispatch type --------------------------------------------------------------- */
 
@@ -289,7 +289,7 @@ static PyGetSetDef Dispatch_getset[] = {
 
 static PyTypeObject DispatchType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "jitguard._src._speedups.Dispatch",
+    .tp_name = "jitguard._src._speedups.ext.Dispatch",
     .tp_basicsize = sizeof(Dispatch),
     .tp_dealloc = (destructor)Dispatch_dealloc,
     .tp_vectorcall_offset = offsetof(Dispatch, vectorcall),

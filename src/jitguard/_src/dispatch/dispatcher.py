@@ -1,10 +1,10 @@
 """The layout of index keys and the code generated for it: the dispatcher (the specialized
 function itself) and the careful key function.
 
-May import: compiler.codecache, cache.signature, cache.entry, cache.layout, cache.fast.
+May import: compiler.codecache, dispatch.signature, dispatch.entry, dispatch.layout, dispatch.fast.
 
-The layouts and the key expressions themselves are made in ``cache.layout``; the optional C
-hot path in ``cache.fast`` ([Note: The C hot path]).
+The layouts and the key expressions themselves are made in ``dispatch.layout``; the optional C
+hot path in ``dispatch.fast`` ([Note: The C hot path]).
 
 # [Note: Key layout]
 # Keys are laid out per snapshot (``Layout``) to keep the hit path short:
@@ -196,20 +196,18 @@ class KeyCode:
             del parent[part]
 
     def entry_key(self, entry: CacheEntry) -> Any:
+        """``entry``'s key as ``key_of`` computes it for a call ``entry`` holds on, from
+        ``entry.key_parts`` (NOKEY: it has none in this layout)."""
+        components = entry.key_parts(self.layout.dims)
+        if components is None:
+            return NOKEY
         parts: list[Any] = []
         type_keys = self.type_keys
-        for k, (dim, hoisted) in enumerate(zip(self.layout.dims, self.layout.hoisted,
-                                               strict=True)):
+        for k, (dim, hoisted, comps) in enumerate(zip(self.layout.dims, self.layout.hoisted,
+                                                      components, strict=True)):
             if dim.union is not None:
-                part = entry.union_part(dim)
-                if part is None:
-                    return NOKEY
-                parts.append(part)
-                continue
-            comps = entry.facts.get(dim)
-            if comps is None:
-                return NOKEY
-            if hoisted is not None:
+                parts.append(comps[0])
+            elif hoisted is not None:
                 if comps[0] is not hoisted[1] and comps[0] != hoisted[1]:
                     return NOKEY
                 parts.extend(comps[1:])

@@ -2,7 +2,7 @@
 restarts) and the check function; and which sources a recompile makes dynamic.
 
 May import: errors, guards, ids, sources, global_state, contexts, compiler.*,
-cache.signature, cache.entry, cache.policy, cache.request, cache.reasons.
+dispatch.signature, dispatch.entry, cache.policy, cache.request, cache.reasons.
 
 See [Note: The call path] (steps 1-3) in ``specialize``.
 
@@ -35,17 +35,18 @@ from typing import Any, Optional
 
 from ..compiler.builder import GuardBuilder
 from ..compiler.check import CheckFunction, compile_guards
+from ..compiler.kinds import FACT_VALUE
 from ..contexts import CompileContext, TracingContext, compile_context, tracing
+from ..dispatch.entry import CacheEntry
+from ..dispatch.signature import Signature
 from ..errors import JitGuardError, RestartCompile
 from ..global_state import global_states
 from ..guards import Source
 from ..ids import CompileId
 from ..sources import GlobalStateSource, LocalSource
-from .entry import CacheEntry
 from .policy import ArgContext, ArgPolicy, root_name
 from .reasons import EntryFailures
 from .request import CompileRequest, as_source
-from .signature import Signature
 
 __all__ = ["CompileJob", "Compiled", "covered", "identity_compiler", "int_value_sources"]
 
@@ -214,14 +215,18 @@ def int_value_sources(
 def _int_value_failures(
     entry: CacheEntry, failures: Any, f_locals: dict[str, Any], f_globals: Any
 ) -> set[Source]:
-    """The sources of ``failures`` if every one is an int EQUALS_MATCH on (something under)
-    a parameter whose value is an int again; else nothing."""
+    """The sources of ``failures`` if every one is a guard pinning an int's value (its kind's
+    ``fact`` is the "value" fact: EQUALS_MATCH's) on (something under) a parameter whose
+    value is an int again; else nothing."""
     leaves = {id(leaf.guard): leaf for leaf in entry.check.leaves if leaf.guard is not None}
     out: set[Source] = set()
     for failure in failures:
         guard = failure.guard
         leaf = leaves.get(id(guard)) if guard is not None else None
-        if leaf is None or leaf.kind.name != "EQUALS_MATCH" or type(leaf.params) is not int:
+        if leaf is None or type(leaf.params) is not int:
+            return set()
+        fact = leaf.kind.fact(leaf.params)
+        if fact is None or fact[0] != FACT_VALUE.name:
             return set()
         source = leaf.sources[0]
         if root_name(source) not in f_locals:

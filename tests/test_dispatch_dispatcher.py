@@ -1,4 +1,4 @@
-"""Tests for jitguard._src.cache.keys: key layouts and the generated dispatcher."""
+"""Tests for jitguard._src.dispatch.dispatcher: key layouts and the generated dispatcher."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ from jitguard import (
     compile_guards,
     specialize,
 )
-from jitguard._src.cache.dispatch import build_snapshot, choose_dims, linear_lookup
-from jitguard._src.cache.entry import CacheEntry
-from jitguard._src.cache.keys import (
+from jitguard._src.dispatch.dispatcher import (
     LINEAR,
     NOKEY,
     Dispatcher,
     Layout,
     compute_layout,
 )
-from jitguard._src.cache.signature import Signature
+from jitguard._src.dispatch.entry import CacheEntry
+from jitguard._src.dispatch.signature import Signature
+from jitguard._src.dispatch.snapshot import build_snapshot, choose_dims, linear_lookup
 
 GB = GuardBuilder
 

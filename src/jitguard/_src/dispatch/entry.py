@@ -1,9 +1,9 @@
 """``CacheEntry``: one compiled specialization, the facts its guards pin, and how
 specialized it is.
 
-May import: _util, guards, ids, sources, compiler.*, cache.signature, cache.facts.
+May import: _util, guards, ids, sources, compiler.*, dispatch.signature, dispatch.facts.
 
-The facts an entry is keyed by are made in ``cache.facts`` ([Note: Facts of an entry]).
+The facts an entry is keyed by are made in ``dispatch.facts`` ([Note: Facts of an entry]).
 
 # [Note: Specificity]
 # When several entries accept a call, the most specialized wins. An entry's specificity is
@@ -263,21 +263,29 @@ class CacheEntry:
         tid = typed_pin(concrete, comps)
         return (tid, *comps[1:]) if len(comps) > 1 else tid
 
-    def key(self, dims: tuple[Dim, ...]) -> Optional[tuple[Hashable, ...]]:
-        """The index key of this entry under ``dims``, or None if it lacks one of them."""
-        out: list[Any] = []
+    def key_parts(self, dims: tuple[Dim, ...]) -> Optional[list[tuple[Hashable, ...]]]:
+        """This entry's components under each of ``dims`` (a union dim's is its one part), or
+        None if it lacks one of them. The one place an entry's key is computed: ``key`` joins
+        these, and a layout's ``entry_key`` (dispatch.dispatcher) rewrites them as its
+        generated code computes them."""
+        out: list[tuple[Hashable, ...]] = []
         for dim in dims:
             if dim.union is not None:
                 part = self.union_part(dim)
                 if part is None:
                     return None
-                out.append(part)
+                out.append((part,))
                 continue
             components = self.facts.get(dim)
             if components is None:
                 return None
-            out.extend(components)
-        return tuple(out)
+            out.append(components)
+        return out
+
+    def key(self, dims: tuple[Dim, ...]) -> Optional[tuple[Hashable, ...]]:
+        """The index key of this entry under ``dims``, or None if it lacks one of them."""
+        parts = self.key_parts(dims)
+        return None if parts is None else tuple(c for comps in parts for c in comps)
 
     def _implied_by(self, dims: Any) -> set[int]:
         out: set[int] = set()

@@ -1,4 +1,4 @@
-"""Tests for jitguard._src.cache.entry: facts, specificity, slots and invalidation."""
+"""Tests for jitguard._src.dispatch.entry: facts, specificity, slots and invalidation."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from jitguard import (
     compile_guards,
     register_specificity,
 )
-from jitguard._src.cache.entry import CacheEntry, Dim, never, specificity
+from jitguard._src.dispatch.entry import CacheEntry, Dim, never, specificity
 
 GB = GuardBuilder
 

@@ -1,6 +1,6 @@
 /* jitguard._src._speedups: the key parts computed from a value (array facts, int classes,
  * aligned data pointers) and the Python entry points that compute them as the C path does.
- * Not compiled on its own: _speedups.c includes it (one translation unit). */
+ * Not compiled on its own: speedups.c includes it (one translation unit). */
 
 /* ---- array facts and int classes ([Note: Array facts] in compiler/array_facts.py) -------
  *
@@ -186,7 +186,7 @@ array_fact_native(PyObject *v, int layout, int aligned)
     return fact;
 }
 
-#include "_speedups_tokens.c.h"
+#include "tokens.c.h"
 
 /* int_class(v, divisors); NOT_NATIVE past 64 bits. */
 static PyObject *

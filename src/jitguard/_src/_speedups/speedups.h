@@ -1,5 +1,5 @@
 /* jitguard._src._speedups: what the parts of the one translation unit share (see
- * _speedups.c): the build options, the codes of a State (cache/fast.py speaks them too),
+ * speedups.c): the build options, the codes of a State (dispatch/fast.py speaks them too),
  * a dim's spec, the State object, and two tiny helpers. */
 #ifndef JITGUARD_SPEEDUPS_H
 #define JITGUARD_SPEEDUPS_H
@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #ifdef Py_GIL_DISABLED
-#error "jitguard._speedups relies on the GIL; the free-threaded build uses pure Python"
+#error "jitguard._src._speedups.ext relies on the GIL; the free-threaded build uses pure Python"
 #endif
 
 #define MAX_PARTS 64

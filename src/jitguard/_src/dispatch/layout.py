@@ -2,7 +2,7 @@
 dispatcher computes a call's key with: the gated reads of derived sources, the key parts,
 union parts ([Note: Key layout], [Note: Union dims]).
 
-May import: _util, guards, compiler.kinds, cache.facts, cache.entry.
+May import: _util, guards, compiler.kinds, dispatch.facts, dispatch.entry.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Choosing an entry for a call: which facts to index by, and immutable snapshots of the
 entries with their fact index.
 
-May import: cache.entry, cache.keys.
+May import: dispatch.entry, dispatch.dispatcher.
 
 # [Note: Dispatch by facts]
 # The answer is defined by the careful linear walk (``linear_lookup``): entries in rank
@@ -29,7 +29,7 @@ May import: cache.entry, cache.keys.
 # walks all the candidates of the key with full checks (``Snapshot.lookup``) before it
 # compiles. So the fast path is the same walk as the careful one, cut short by what the
 # key proves, and the miss path is the careful walk. The tests
-# compare all three on random entries and calls (tests/test_cache_dispatch.py).
+# compare all three on random entries and calls (tests/test_dispatch_snapshot.py).
 #
 # Threads: a snapshot is never changed once published. Publishing swaps one global in the
 # dispatcher's namespace (and, when the layout changes, the dispatcher's ``__code__``; the
@@ -63,8 +63,8 @@ import heapq
 from collections.abc import Hashable, Sequence
 from typing import Any, Optional
 
+from .dispatcher import FOLLOWERS, LINEAR, NOKEY, KeyCode
 from .entry import MISS_SLOT, UNION, CacheEntry, Dim, Slot, typed_pin
-from .keys import FOLLOWERS, LINEAR, NOKEY, KeyCode
 
 __all__ = ["Snapshot", "build_snapshot", "choose_dims", "linear_lookup", "union_dims"]
 

@@ -1,11 +1,11 @@
-"""The optional C hot path of the dispatcher (``jitguard._src._speedups``): loading it, and
+"""The optional C hot path of the dispatcher (``jitguard._src._speedups.ext``): loading it, and
 compiling a key layout into the codes its ``State`` reads.
 
 May import: _util, native, compiler.kinds, compiler.array_facts, compiler.array_kinds,
-compiler.builtin_kinds, cache.facts, cache.entry, cache.signature.
+compiler.builtin_kinds, dispatch.facts, dispatch.entry, dispatch.signature.
 
 # [Note: The C hot path]
-# When the extension ``jitguard._src._speedups`` is built (setup.py builds it when a
+# When the extension ``jitguard._src._speedups.ext`` is built (setup.py builds it when a
 # compiler is there; it is optional) and ``JITGUARD_PURE_PYTHON`` is not ``1``, a
 # specialized function whose parameters are all positional (no ``*args``, keyword-only
 # or ``**kwargs``) is a C ``Dispatch`` object in front of the generated dispatcher (the
@@ -112,7 +112,8 @@ if _speedups is not None:
 
 _enabled = _speedups is not None
 
-# The codes of ``_speedups.State`` (see _speedups.h).
+# The codes of ``_speedups.State``, as speedups.h declares them (tests/test_speedups.py holds
+# the two equal, name for name).
 MODE_FORWARD, MODE_NODIMS, MODE_EXACT, MODE_KEYED = 0, 1, 2, 3
 PRE_NONE, PRE_IS, PRE_SET = 0, 1, 2
 (EXPR_NONE, EXPR_VALUE, EXPR_ID, EXPR_LEN, EXPR_ARRAY, EXPR_INT_CLASS, EXPR_PTR, EXPR_UNION,
@@ -128,7 +129,7 @@ _FACTS: dict[str, tuple[DispatchFact, int]] = {
     "value": (FACT_VALUE, EXPR_VALUE), "type": (FACT_TYPE, EXPR_NONE),
     "id": (FACT_ID, EXPR_ID), "type_len": (FACT_TYPE_LEN, EXPR_LEN),
 }
-# The shapes of ``Dim`` and ``keys.Layout`` these codes were written for: a dim on something
+# The shapes of ``Dim`` and ``layout.Layout`` these codes were written for: a dim on something
 # other than the parameter itself, or a layout with more to it, is not computed here.
 _DIM_FIELDS = ("position", "param", "fact", "kind", "source", "union")
 _LAYOUT_FIELDS = ("dims", "hoisted", "exact", "types", "bases")
@@ -136,7 +137,7 @@ _LAYOUT_FIELDS = ("dims", "hoisted", "exact", "types", "bases")
 
 def speedups_enabled() -> bool:
     """Whether functions specialized from now on get the C hot path (the extension
-    ``jitguard._src._speedups`` is built and importable, and ``JITGUARD_PURE_PYTHON=1`` was
+    ``jitguard._src._speedups.ext`` is built and importable, and ``JITGUARD_PURE_PYTHON=1`` was
     not set when jitguard was imported). See [Note: The C hot path]."""
     return _enabled
 
@@ -310,7 +311,7 @@ def _array_support() -> bool:
 
 def state_for(layout: Any, nested: bool, index: dict[Any, Any], linear: Any, followers: Any,
               tick: Optional[Callable[[], int]]) -> Optional[Any]:
-    """The ``State`` of a key layout (``keys.Layout``) and its index; a State that forwards
+    """The ``State`` of a key layout (``layout.Layout``) and its index; a State that forwards
     every call when the layout has a dim the C path does not compute."""
     if _speedups is None:
         return None

@@ -1,4 +1,4 @@
-"""Tests for jitguard._src.cache.compile: one compile (attempts, errors, restarts, ambient
+"""Tests for jitguard._src.cache.job: one compile (attempts, errors, restarts, ambient
 guards) and automatic dynamic."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from jitguard import (
     global_states,
     specialize,
 )
-from jitguard._src.cache.compile import covered
+from jitguard._src.cache.job import covered
 
 GB = GuardBuilder
 

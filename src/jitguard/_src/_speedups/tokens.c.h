@@ -1,6 +1,6 @@
 /* jitguard._src._speedups: array tokens, the interned array facts of ARRAY_MATCH keys, and
  * dtype keys, found by a dtype's address ([Note: Array facts] in compiler/array_facts.py).
- * Not compiled on its own: _speedups_facts.c.h includes it (one translation unit), after
+ * Not compiled on its own: facts.c.h includes it (one translation unit), after
  * ArrayFields, ndarray_type, dtype_cache, token_type and NOT_NATIVE. */
 
 /* array_token(v, layout, aligned) ([Note: Array facts]): the interned fact of a numpy

@@ -1,7 +1,7 @@
 /* jitguard._src._speedups: the slot's fields, the Dispatch struct and its call path
  * (Dispatch_vectorcall: a hit served here, everything else forwarded).
- * Not compiled on its own: _speedups.c includes it (one translation unit), before
- * _speedups_dispatch_type.c.h (the rest of the Dispatch type). */
+ * Not compiled on its own: speedups.c includes it (one translation unit), before
+ * dispatch_type.c.h (the rest of the Dispatch type). */
 
 /* ---- the slot's fields, read through the member descriptors of its __slots__ ---------- */
 

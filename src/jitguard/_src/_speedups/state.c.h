@@ -1,6 +1,6 @@
 /* jitguard._src._speedups: the State type (one snapshot's key layout, as codes, and
  * its index).
- * Not compiled on its own: _speedups.c includes it (one translation unit). */
+ * Not compiled on its own: speedups.c includes it (one translation unit). */
 
 /* ---- the state: one key layout and its index ---------------------------------------- */
 
@@ -165,7 +165,7 @@ static PyGetSetDef State_getset[] = {
 
 static PyTypeObject StateType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "jitguard._src._speedups.State",
+    .tp_name = "jitguard._src._speedups.ext.State",
     .tp_basicsize = sizeof(State),
     .tp_dealloc = (destructor)State_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
