@@ -134,8 +134,7 @@ def _matches(want: str, got: str) -> bool:
 
 
 def test_blocks_follow_the_conventions() -> None:
-    """Every fenced block names its language, output blocks follow a python block that runs,
-    and a block that is not run says why."""
+    """Every fenced block names its language; output blocks follow a run block; skips say why."""
     problems = [p for page in pages() for p in parse(page)[1]]
     assert not problems, "\n".join(problems)
 
@@ -153,8 +152,7 @@ def test_readme_is_short() -> None:
 
 
 def test_output_comparison_can_fail() -> None:
-    """The comparison of shown and real output rejects a different line and accepts
-    ``...`` in place of a varying part."""
+    """The output comparison rejects a different line and accepts ``...`` for a varying part."""
     assert _matches("a\nb = ...\n", "a\nb = 12 ms\n")
     assert not _matches("a\nb\n", "a\nc\n")
     assert not _matches("a\n", "a\nextra\n")

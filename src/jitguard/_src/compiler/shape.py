@@ -168,7 +168,7 @@ def add_shape_guards(
         import sympy
     except ImportError:  # pragma: no cover - sympy is a dev dependency
         raise GuardCompileError(
-            "shape guards need sympy: pip install 'jitguard[sympy]'"
+            "shape guards need sympy: pip install sympy"
         ) from None
     by_name = {str(k): v for k, v in symbol_sources.items()}
     for sg in shape_guards:
