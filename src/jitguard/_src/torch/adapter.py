@@ -7,8 +7,9 @@ The other adapters (every torch internal jitguard uses sits in one of them):
 conversion).
 
 May import: torch (its private modules too: that is what this module is for), the standard
-library, jitguard._src.torch.adapter_stored, adapter_runtime and adapter_fast. Nothing else from
-jitguard: the compiler above calls in, never the other way.
+library, jitguard._src.torch.adapter_stored, adapter_runtime, adapter_fast and
+adapter_autocast. Nothing else from jitguard: the compiler above calls in, never the other
+way.
 
 tests/torch/test_adapter.py holds a test per internal used here, so a torch upgrade that
 moves one breaks that test, loudly, and nothing else needs reading.
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
@@ -47,7 +49,6 @@ import torch
 import torch._dynamo
 import torch._dynamo.config as dynamo_config
 import torch._dynamo.eval_frame as eval_frame
-import torch._dynamo.variables.torch as _dynamo_torch_vars
 import torch._guards
 from torch._dynamo import convert_frame
 from torch._dynamo.backends.registry import lookup_backend
@@ -66,6 +67,7 @@ from torch.fx.experimental.symbolic_shapes import (
     GuardOnDataDependentSymNode,
 )
 
+from .adapter_autocast import reads_autocast, recording_folds
 from .adapter_fast import FAST_UTILS_NAME as FAST_UTILS_NAME
 from .adapter_fast import UTILS_ALIAS as UTILS_ALIAS
 from .adapter_fast import fast_helpers
@@ -83,7 +85,11 @@ __all__ = [
     "capture",
     "capture_scalar_outputs",
     "current_compile_id",
+    "current_torch_compile_id",
     "default_backend",
+    "graph_sizes",
+    "new_frame_id",
+    "readable_graph",
     "reads_scalars",
     "recompile_limit",
     "resolve_backend",
@@ -156,6 +162,62 @@ def reads_scalars(gm: Optional[torch.fx.GraphModule]) -> bool:
 def capture_scalar_outputs() -> bool:
     """``torch._dynamo.config.capture_scalar_outputs``: ``Tensor.item()`` stays in the graph."""
     return bool(dynamo_config.capture_scalar_outputs)
+
+
+def new_frame_id() -> int:
+    """A frame id from torch's own counter (``convert_frame.FRAME_COUNTER``), so a jitguard
+    function's compiles never share a frame id with a frame torch compiles
+    ([Note: torch's tools])."""
+    frame_id = int(convert_frame.FRAME_COUNTER)
+    convert_frame.FRAME_COUNTER += 1
+    return frame_id
+
+
+@contextlib.contextmanager
+def _compile_id(ids: Optional[tuple[int, int]]) -> Iterator[None]:
+    """The full-graph capture on this thread runs under torch compile id ``ids`` (frame id,
+    frame compile id) instead of a fresh frame id per capture: ``fullgraph_capture`` asks
+    ``convert_frame.get_compile_id`` for one with an empty frame state."""
+    if ids is None:
+        yield
+        return
+    original = convert_frame.get_compile_id
+    thread = threading.get_ident()
+
+    def ours(frame_state: Any) -> Any:
+        if threading.get_ident() != thread or frame_state:
+            return original(frame_state)
+        prior = torch._guards.CompileContext.current_compile_id()
+        return torch._guards.CompileId(
+            compiled_autograd_id=prior.compiled_autograd_id if prior is not None else None,
+            frame_id=ids[0], frame_compile_id=ids[1])
+
+    convert_frame.get_compile_id = ours
+    try:
+        yield
+    finally:
+        convert_frame.get_compile_id = original
+
+
+def graph_sizes(gm: torch.fx.GraphModule) -> dict[str, Any]:
+    """What torch's ``dynamo_output_graph`` record holds as metadata: each node's tensor
+    sizes (a symbolic size as its text)."""
+    sizes: dict[str, Any] = {}
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value")
+        if isinstance(value, torch.Tensor):
+            sizes[node.name] = [s if isinstance(s, int) else str(s) for s in value.shape]
+    return sizes
+
+
+def readable_graph(gm: torch.fx.GraphModule) -> str:
+    """The graph as torch's ``dynamo_output_graph`` payload prints it."""
+    return str(gm.print_readable(print_output=False, include_stride=True, include_device=True))
+
+
+def current_torch_compile_id() -> Any:
+    """torch's ``CompileId`` being compiled now (``frame_id``, ``frame_compile_id``), or None."""
+    return torch._guards.CompileContext.current_compile_id()
 
 
 def current_compile_id() -> Optional[str]:
@@ -288,12 +350,14 @@ class Captured:
     unsaved: Optional[str] = None  # with saving=True: why it cannot be serialized
 
 
-def _capture_contexts(stack: ExitStack, dynamic: Optional[bool]) -> None:
+def _capture_contexts(stack: ExitStack, dynamic: Optional[bool], specialize_float: bool) -> None:
     stack.enter_context(get_metrics_context())
     stack.enter_context(dynamo_timed("fullgraph_capture"))
     stack.enter_context(torch._functorch.config.patch(strict_autograd_cache=True))
     # no profiler bracket around the graph's argument reads ([Note: A hit's cost])
     stack.enter_context(dynamo_config.patch(record_runtime_overhead=False))
+    if specialize_float:  # every float a constant ([Note: Float facts a symbolic guard cannot see])
+        stack.enter_context(dynamo_config.patch(specialize_float=True))
     if dynamic is not None:
         stack.enter_context(eval_frame.set_enable_dynamic(dynamic))
     stack.enter_context(torch_function_mode_stack_state_mgr)
@@ -310,6 +374,8 @@ def capture(
     full_tree: bool = False,
     saving: bool = False,
     scalars: bool = True,
+    compile_id: Optional[tuple[int, int]] = None,
+    specialize_float: bool = False,
 ) -> Captured:
     """Capture ``fn(*args, **kwargs)`` as one graph, compile it with ``backend`` and build
     its guards ([Note: Capturing with Dynamo]). ``keep(entries)`` says which guards torch's
@@ -317,7 +383,9 @@ def capture(
     compile the graph as ``aot_compile_fullgraph`` does, so that it can be serialized
     (``Captured.saved``, or ``Captured.unsaved`` saying why not). ``scalars=False``: a graph
     that reads a tensor's value as a Python scalar raises ``ScalarBreak`` (before the
-    backend sees it).
+    backend sees it). ``compile_id`` (frame id, frame compile id): torch's id for the
+    capture ([Note: torch's tools]); None: a fresh frame id, as ``fullgraph_capture`` gives.
+    ``specialize_float``: Dynamo makes no float symbolic.
 
     Over 80 lines: one Dynamo capture, its steps in the order torch needs them."""
     if not isinstance(fn, types.FunctionType):
@@ -332,9 +400,15 @@ def capture(
 
     folded: list[Any] = []
     with ExitStack() as stack:
-        _capture_contexts(stack, dynamic)
-        stack.enter_context(_recording_folds(folded))
-        out = convert_frame.fullgraph_capture(fn, args, kwargs)
+        _capture_contexts(stack, dynamic, specialize_float)
+        if compile_id is not None:
+            # the backend and the guards too run under it (torch's metrics record, written
+            # as the metrics context exits, stays outside, as it is today)
+            stack.enter_context(torch._guards.compile_context(torch._guards.CompileContext(
+                torch._guards.CompileId(frame_id=compile_id[0], frame_compile_id=compile_id[1]))))
+        stack.enter_context(recording_folds(folded))
+        with _compile_id(compile_id):
+            out = convert_frame.fullgraph_capture(fn, args, kwargs)
         gco = out.graph_capture_output
         bi = out.backend_input
         gm = None
@@ -389,66 +463,7 @@ def capture(
         freevars=fn.__code__.co_freevars,
         closure=tuple(fn.__closure__ or ()),
         installed=(bi.backend_id,) if bi is not None else (),
-        reads_autocast=any(_names_autocast(f) for f in folded) or _graph_names_autocast(gm),
+        reads_autocast=reads_autocast(folded, gm),
         saved=saved,
         unsaved=unsaved,
     )
-
-
-# [Note: Autocast dtypes a capture did not read]
-# Dynamo folds ``torch.get_autocast_dtype(...)`` (and the other autocast readers) to a
-# constant while tracing, without a guard, and a ``torch.autocast(device)`` entered in the
-# function bakes the dtype of that moment into the graph (an ``_enter_autocast`` node);
-# torch's GlobalStateGuard compares a device's autocast dtype only while its autocast is
-# on. So jitguard pins the CPU and CUDA autocast dtypes (two ~0.15 us reads a check) only
-# for a capture that could have baked one in: while capturing, Dynamo's table of
-# constant-folded functions is replaced by a recording copy (every function Dynamo asks
-# it about is seen), and the graph (with its nested graphs) is searched for a call whose
-# target names autocast. Either sets ``Captured.reads_autocast``; any function whose name
-# contains "autocast" counts, read or not (conservative). Otherwise the entry's
-# GLOBAL_STATE guards each dtype only while that device's autocast is on, which is what
-# the graph can observe of it.
-
-
-class _RecordingFolds(dict[Any, Any]):
-    """Dynamo's constant-fold table, noting each function it is asked about."""
-
-    def __init__(self, table: dict[Any, Any], seen: list[Any]) -> None:
-        super().__init__(table)
-        self.seen = seen
-
-    def __contains__(self, fn: object) -> bool:
-        self.seen.append(fn)
-        return dict.__contains__(self, fn)
-
-
-_FOLDS = "constant_fold_functions"
-
-
-@contextlib.contextmanager
-def _recording_folds(seen: list[Any]) -> Iterator[None]:
-    table: dict[Any, Any] = getattr(_dynamo_torch_vars, _FOLDS)
-    setattr(_dynamo_torch_vars, _FOLDS, _RecordingFolds(table, seen))
-    try:
-        yield
-    finally:
-        setattr(_dynamo_torch_vars, _FOLDS, table)
-
-
-def _names_autocast(obj: Any) -> bool:
-    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
-    return "autocast" in str(name).lower()
-
-
-def _graph_names_autocast(gm: Optional[torch.fx.GraphModule]) -> bool:
-    if gm is None:
-        return False
-    for sub in gm.modules():
-        graph = getattr(sub, "graph", None)
-        if isinstance(graph, torch.fx.Graph):
-            for node in graph.nodes:
-                if node.op in ("call_function", "call_method") and (
-                    _names_autocast(node.target) or "autocast" in str(node.target).lower()
-                ):
-                    return True
-    return False
