@@ -68,6 +68,7 @@ from ._src.contexts import detect_fake_mode as detect_fake_mode
 from ._src.contexts import tracing as tracing
 from ._src.errors import ArtifactError as ArtifactError
 from ._src.errors import CaptureError as CaptureError
+from ._src.errors import EnvironmentVariableWarning as EnvironmentVariableWarning
 from ._src.errors import GuardCompileError as GuardCompileError
 from ._src.errors import GuardKindError as GuardKindError
 from ._src.errors import GuardMismatchError as GuardMismatchError
@@ -172,6 +173,7 @@ __all__ = [
     "DefaultsSource",
     "DuplicateInputs",
     "EmitContext",
+    "EnvironmentVariableWarning",
     "EphemeralSource",
     "Explanation",
     "FSDPNNModuleSource",
