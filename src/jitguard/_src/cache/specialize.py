@@ -90,6 +90,10 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     miss). See [Note: The call path].
     """
 
+    # Recompile reasons name locals as torch.compile does (``x``, not ``L['x']``): set by
+    # the torch frontend's cache ([Note: Recompile reasons]).
+    torch_names = False
+
     def __init__(
         self,
         fn: Callable[_P, _R],

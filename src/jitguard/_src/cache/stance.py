@@ -110,7 +110,7 @@ def refuse(
     where: str, covered: Sequence[CacheEntry], values: tuple[Any, ...], *, unexplained: int,
     recompile: bool, past_limit: bool, forbidden: bool, limit: Union[int, str, None],
     on_limit: OnLimit,
-    fallback: Any = None,
+    fallback: Any = None, torch_names: bool = False,
 ) -> Optional[RecompileRecord]:
     """Decide a miss before compiling: raise ``RecompileError`` where recompiling is
     forbidden, ``RecompileLimitError`` past the limit with ``on_limit="raise"``; past the
@@ -120,16 +120,17 @@ def refuse(
     taken once per function, or raises."""
     if recompile and (forbidden or recompiles_forbidden()):
         record = RecompileRecord.explained_now(None, covered, values, unexplained=unexplained,
-                                               outcome="forbidden")
+                                               outcome="forbidden", torch_names=torch_names)
         raise RecompileError(
-            format_recompile(where, None, record.entries, unexplained=unexplained)
+            format_recompile(where, None, record.entries, unexplained=unexplained, verbose=True,
+                             torch_names=torch_names)
             + "\n    but recompiling is forbidden here (no_recompiles / error_on_recompile)",
             record,
         )
     if not past_limit:
         return None
     record = RecompileRecord.explained_now(None, covered, values, unexplained=unexplained,
-                                           outcome="limit")
+                                           outcome="limit", torch_names=torch_names)
     reasons = record.reasons()
     if unexplained:
         reasons.append(f"(and {unexplained} other entries, not explained)")

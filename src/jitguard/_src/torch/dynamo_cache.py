@@ -359,6 +359,7 @@ class DynamoCache(FunctionCache):
     regions: Optional[Regions] = None
     key: Any = None
     isolated = False
+    torch_names = True
 
     def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int],
                  store: StoreLike = None, *, watch: Optional[types.FunctionType] = None) -> None:
