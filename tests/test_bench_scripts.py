@@ -44,3 +44,28 @@ def test_scripts_cite_only_files_that_exist() -> None:
     for path in SCRIPTS:
         for cited in re.findall(r"bench/[\w./-]+\.py", path.read_text()):
             assert (BENCH.parent / cited).is_file(), f"{path.name} cites {cited}"
+
+
+def test_bench_llm_runs_at_a_tiny_depth() -> None:
+    """bench_llm.py --quick --json on GPT-2 at 1 layer prints every variant's overhead, the
+    guard counts and the ratios, with jitguard's output checked against eager's."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "bench_llm.py"), "--quick", "--json", "--models", "gpt2",
+         "--layers", "1"],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (r,) = json.loads(proc.stdout.strip().splitlines()[-1])["models"]
+    assert r["model"] == "gpt2" and r["layers"] == 1
+    assert set(r["us"]) == {"eager", "torch", "torch_tags", "floor", "jg_c", "jg_py"}
+    assert all(v > 0 for v in r["us"].values()), r["us"]
+    assert r["torch_guards"] > 0 and r["jg_leaves"] > 0 and r["delegated"] >= 0
+    assert {"jg_c/torch", "jg_c/floor", "jg_py/torch", "jg_py/floor"} <= set(r["ratios"])
+    assert "TENSOR_MATCH" in r["torch_kinds"] and "TENSOR_MATCH" in r["jg_kinds"]

@@ -18,6 +18,7 @@ from jitguard import (
 from jitguard._src.more_sources import (
     ClosureCellSource,
     DictGetItemSource,
+    DictSubclassGetItemSource,
     GenericAttrSource,
     ListGetItemSource,
     TypeDictSource,
@@ -87,6 +88,23 @@ def test_dict_getitem_by_key_position() -> None:
     assert check(d) and not check(collections.OrderedDict(b="s", a=1))
     with pytest.raises(SourceError, match="another dict"):
         DictGetItemSource(L, ConstDictKeySource(LocalSource("y"), 0))
+
+
+def test_dict_subclass_getitem_names_and_reads_as_dynamo() -> None:
+    """An item of a dict subclass: named as Dynamo names it (``dict.__getitem__(d, key)`` by
+    key position, ``d['k']`` by literal key), read with dict.__getitem__ in both read paths."""
+    by_pos = DictSubclassGetItemSource(L, ConstDictKeySource(L, 1))
+    assert by_pos.name() == "dict.__getitem__(L['x'], list(dict.keys(L['x']))[1])"
+    assert DictSubclassGetItemSource(L, "k").name() == "L['x']['k']"
+    d = LyingDict(a=1, b="s")
+    assert by_pos.get_value({"x": d}, {}) == "s"
+    check = check_on(by_pos, {"x": d})
+    assert check(d) and check.reference(d)
+    for bad in (LyingDict(b="s", a=1), LyingDict(a=1, b=2)):
+        assert not check(bad) and not check.reference(bad)
+    literal = check_on(DictSubclassGetItemSource(L, "b"), {"x": d})
+    assert literal(d) and not literal(LyingDict(a=1, b=2))
+    assert DictSubclassGetItemSource(L, "k") != DictGetItemSource(L, "k")
 
 
 class LyingList(list):  # type: ignore[type-arg]

@@ -24,6 +24,7 @@ from .sources import Binder, Chained, ConstDictKeySource, has_literal_form
 __all__ = [
     "ClosureCellSource",
     "DictGetItemSource",
+    "DictSubclassGetItemSource",
     "GenericAttrSource",
     "ListGetItemSource",
     "TypeDictSource",
@@ -90,6 +91,20 @@ class DictGetItemSource(Chained):
                 and not isinstance(self.index, ConstDictKeySource):
             return f"{base}[{bind(self.index, 'key')}]"
         return self.emit(base, bind)
+
+
+@source_dataclass
+class DictSubclassGetItemSource(DictGetItemSource):
+    """An item of a dict subclass read with ``dict.__getitem__``, bypassing the subclass's
+    own ``__getitem__`` and ``__missing__`` (Dynamo's ``DictSubclassGetItemSource``): the
+    same read as ``DictGetItemSource``, under Dynamo's name for it. The item at a key
+    position is ``dict.__getitem__(G['r'], list(dict.keys(G['r']))[0])``, so the name says
+    the subclass's subscript is not what runs; an item at a literal key is ``G['r']['k']``."""
+
+    def render(self, base: str, bind: Binder) -> str:
+        if isinstance(self.index, ConstDictKeySource):
+            return f"dict.__getitem__({base}, {self.index.render(base, bind)})"
+        return super().render(base, bind)
 
 
 @source_dataclass

@@ -1,7 +1,7 @@
 """The typed face of ``specialize``: ``jitguard.specialize`` keeps the wrapped function's
 signature for type checkers (``ParamSpec``, in ``typing`` from Python 3.10 on).
 
-May import: every ``cache`` module.
+May import: store.tiers, every ``cache`` module.
 
 ``specialize`` is typed by two overloads (a function, or no function: the decorator form)
 whose keyword options are the implementation's, one for one (tests/test_typing.py compares
@@ -95,7 +95,9 @@ def specialize(
 
         @specialize(compiler=compile_add)       # policy="values": scalars by value
         def add(x, y): ...
-        add(1, 2); add(3, 4)                    # two entries: x == 1 ..., x == 3 ...
+        add(1, 2); add(3, 4)                    # two entries: x == 1, y == 2; then x and
+                                                # y changed, so automatic dynamic makes
+                                                # them dynamic: type(x) is int, type(y) is int
 
         @specialize(compiler=compile_add, policy="types")
         def add(x, y): ...

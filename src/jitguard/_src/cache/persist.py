@@ -1,7 +1,7 @@
 """Persistent entries of one ``FunctionCache``: stored entries loaded into it, compiled ones
 saved from it.
 
-May import: errors, guards, compiler.*, store.*, cache.entry.
+May import: errors, guards, compiler.*, store.*, dispatch.entry.
 
 # [Note: Persistent entries]
 # With a store (``specialize(..., store=...)``, or ``JITGUARD_STORE``), a function's
@@ -30,7 +30,12 @@ May import: errors, guards, compiler.*, store.*, cache.entry.
 #      (the reason names the guard), when its artifact cannot be deserialized, or when its
 #      value fails a check ([Note: Stored value format]: refused or corrupt); it is
 #      *stale* when it was written by another format, or when only entries of another
-#      version of the function or environment exist ([Note: Store keys]). A loaded entry
+#      version of the function or environment exist ([Note: Store keys]). Anything that
+#      raises while a value is read or re-bound (a malformed guard set that is signed
+#      right: ``GuardCompileError``, ``SourceError``, any other exception) rejects the
+#      entry, naming the exception. Every refused entry is one ``StoreWarning`` naming it
+#      (``KEY:ENTRY``) and why, then a compile; it is not read again in the process (not
+#      after ``clear()``, not for another function object of the same code). A loaded entry
 #      that rejects a call is explained like any entry ([Note: Recompile reasons]).
 #   5. ``FunctionCache.store_events()``, ``explain`` and the ``jitguard.store`` log say, per
 #      stored entry: loaded, rejected (why), stale (why), saved, not stored (why); and when
@@ -60,12 +65,12 @@ from ..compiler.schema import (
     source_from_json,
     source_to_json,
 )
+from ..dispatch.entry import CacheEntry
 from ..errors import GuardSchemaError, StoreWarning
 from ..guards import Source
 from ..store.codec import RecordError, StoredRecord
 from ..store.keys import entry_id, environment, function_identity, function_key
 from ..store.tiers import Fetched, Store, resolve_store, store_log, warn
-from .entry import CacheEntry
 
 __all__ = ["Loaded", "Persistence", "StoreEvent", "load_stored", "open_persistence"]
 
@@ -101,6 +106,30 @@ class Loaded(NamedTuple):
     dynamic: frozenset[Source]
 
 
+class _Refused(Exception):
+    """A stored entry that cannot join the cache: its outcome and why."""
+
+    def __init__(self, outcome: str, reason: str) -> None:
+        super().__init__(reason)
+        self.outcome, self.reason = outcome, reason
+
+
+# Entries refused in this process, by store database and ``KEY:ENTRY``: never read again
+# here, not even after ``FunctionCache.clear()`` or by another function object of the same
+# code ([Note: Persistent entries] 4).
+_REFUSED: set[tuple[str, str]] = set()
+_REFUSED_LOCK = threading.Lock()
+
+
+def _refuse(store: Store, ref: str) -> None:
+    with _REFUSED_LOCK:
+        _REFUSED.add((str(store.local.path), ref))
+
+
+def _refused(store: Store, ref: str) -> bool:
+    return (str(store.local.path), ref) in _REFUSED
+
+
 def _identity(fn: Any, watched: Any) -> Optional[dict[str, str]]:
     """``fn``'s store identity; with ``watched``, another function whose code the entries
     come from ([Note: A replaced __code__]), that function's code, defaults and closure too."""
@@ -119,7 +148,7 @@ def open_persistence(fn: Any, compiler: Any, spec: Any, where: str,
     once, see [Note: Persistent entries] 1). ``watched``: the function whose code the
     entries come from, when it is not ``fn`` itself."""
     store, explicit = resolve_store(spec)
-    if store is None:
+    if store is None or not store.usable:  # a store that cannot be opened warned already
         return None
     why = None
     if not (callable(getattr(compiler, "serialize", None))
@@ -247,7 +276,7 @@ class Persistence:
         fetched = self.store.fetch(key, tier)
         out = []
         for item in fetched:
-            if item.entry in self._seen:
+            if item.entry in self._seen or _refused(self.store, f"{key}:{item.entry}"):
                 continue
             self._seen.add(item.entry)
             loaded = self._load_one(key, item)
@@ -258,23 +287,34 @@ class Persistence:
         return out
 
     def _load_one(self, key: str, item: Fetched) -> Optional[Loaded]:
+        """``item`` re-bound, or None (refused: an event, a warning, and the entry is
+        never tried again in this process, [Note: Persistent entries] 4)."""
         ref = f"{key}:{item.entry}"
+        try:
+            loaded = self._rebind(key, ref, item)
+        except _Refused as e:
+            loaded, outcome, reason = None, e.outcome, e.reason
+        except Exception as e:  # a malformed value that is signed right: never raised
+            loaded, outcome = None, "rejected"
+            reason = f"reading it raised {type(e).__name__}: {str(e)[:300]}"
+        if loaded is None:
+            _refuse(self.store, ref)
+            self._event(ref, outcome, reason, item.tier, warning=True)
+        return loaded
+
+    def _rebind(self, key: str, ref: str, item: Fetched) -> Loaded:
         try:
             record = self.store.decode(item.value)
         except RecordError as e:
-            self._event(ref, "stale" if e.outcome == "stale" else "rejected",
-                        f"{e.outcome}: {e.message}", item.tier, warning=True)
-            return None
+            raise _Refused("stale" if e.outcome == "stale" else "rejected",
+                           f"{e.outcome}: {e.message}") from None
         if record.key != key or record.entry != item.entry:
-            self._event(ref, "rejected", f"the value is filed under {record.key}:"
-                        f"{record.entry}, not where it was found", item.tier, warning=True)
-            return None
+            raise _Refused("rejected", f"the value is filed under {record.key}:"
+                           f"{record.entry}, not where it was found")
         if record.env != self._env:
             diff = sorted(k for k in set(record.env) | set(self._env)
                           if record.env.get(k) != self._env.get(k))
-            self._event(ref, "stale", f"written for another environment ({', '.join(diff)})",
-                        item.tier, warning=True)
-            return None
+            raise _Refused("stale", f"written for another environment ({', '.join(diff)})")
         try:
             records = import_guards(record.guards)
             if record.guards.get("arg_names") != list(self.params):
@@ -287,25 +327,22 @@ class Persistence:
                 name=f"{self.where.split(' in ')[0]} stored {item.entry}",
             )
         except GuardSchemaError as e:
-            stale = "newer jitguard" in str(e)
-            self._event(ref, "stale" if stale else "rejected", str(e), item.tier,
-                        warning=stale)
-            return None
+            raise _Refused("stale" if "newer jitguard" in str(e) else "rejected",
+                           str(e)) from None
+        except Exception as e:  # GuardCompileError, SourceError, ...: a malformed guard
+            raise _Refused("rejected", f"its guards cannot be re-bound: {type(e).__name__}: "
+                           f"{str(e)[:300]}") from None
         try:
             artifact = self.compiler.deserialize(record.artifact, self.fn)
         except Exception as e:
-            self._event(ref, "rejected", f"deserialize raised {type(e).__name__}: {e}",
-                        item.tier, warning=True)
-            return None
+            raise _Refused("rejected", f"deserialize raised {type(e).__name__}: {e}") from None
         if not callable(artifact):
-            self._event(ref, "rejected", f"deserialize returned {artifact!r}, not a callable",
-                        item.tier, warning=True)
-            return None
+            raise _Refused("rejected", f"deserialize returned {artifact!r}, not a callable")
         dynamic: set[Source] = set()
         for data in record.dynamic:
             try:
                 dynamic.add(source_from_json(data))
-            except GuardSchemaError:
+            except Exception:
                 pass  # what was dynamic is information only; the guards decide
         return Loaded(ref, item.tier, check, artifact, frozenset(dynamic))
 

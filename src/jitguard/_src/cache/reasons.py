@@ -1,7 +1,7 @@
 """Recompile reasons: why the entries closest to a call rejected it, as records computed
 when read, log lines, per-guard counts, and the bounded history that keeps them.
 
-May import: _util, ids, compiler.reference, cache.entry.
+May import: _util, ids, compiler.reference, dispatch.entry.
 
 # [Note: Recompile reasons]
 # On a miss with entries present, the reasons cover the entries *closest* to the call
@@ -53,8 +53,8 @@ from typing import Any, Optional
 
 from .._util import is_scalar_type
 from ..compiler.reference import GuardFailure
+from ..dispatch.entry import CacheEntry
 from ..ids import CompileId
-from .entry import CacheEntry
 
 __all__ = [
     "EXPLAINED",

@@ -23,13 +23,16 @@ __all__ = ["GuardFailure", "evaluate", "evaluate_leaf", "explain_leaves"]
 
 @dataclasses.dataclass(frozen=True)
 class GuardFailure:
-    """One failed guard: what it checked, why it failed, and where it was installed."""
+    """One failed guard: what it checked, why it failed, and where it was installed;
+    ``params`` are the failed leaf's params (what it pinned: the recompile advisor reads
+    them), None for a failure not made from a leaf."""
 
     reason: str
     kind: str
     source_names: tuple[str, ...]
     guard: Optional[Guard] = None
     user_stack: Optional[traceback.StackSummary] = None
+    params: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return self.reason
@@ -96,6 +99,7 @@ def _failure(leaf: Leaf, reason: str) -> GuardFailure:
         source_names=tuple(s.name() for s in leaf.sources),
         guard=leaf.guard,
         user_stack=leaf.user_stack,
+        params=leaf.params,
     )
 
 

@@ -58,7 +58,7 @@ class RedisTier:
         except ImportError:
             raise StoreError(
                 f"a Redis tier was asked for ({url}) but redis-py is not installed: "
-                f"pip install 'jitguard[redis]' (or unset JITGUARD_REDIS_URL)"
+                f"pip install redis (or unset JITGUARD_REDIS_URL)"
             ) from None
         self.url = url
         self.prefix = prefix

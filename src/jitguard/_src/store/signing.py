@@ -12,8 +12,9 @@ May import: env, errors, store.* (the standard library otherwise).
 # and then hard-linked into place, so the file appears whole or not at all, and two
 # processes racing to create it end up with the same key (the loser reads the winner's).
 # A key file that others may read or write (any bit of 0o077), or that another user owns,
-# is refused with ``StoreError``: a key others know signs nothing. A store directory that
-# jitguard makes is made with mode 0700.
+# is refused with ``StoreError``: a key others know signs nothing (a ``Store`` then warns
+# and runs in memory, [Note: Opening a store]). A store directory that jitguard makes is
+# made with mode 0700.
 """
 
 from __future__ import annotations

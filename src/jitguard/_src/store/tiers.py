@@ -8,14 +8,32 @@ May import: env, errors, logs, store.* (the standard library otherwise).
 # down, refusing or too slow) is a ``StoreWarning`` and a log line on ``jitguard.store``;
 # the call compiles as if nothing were stored, and the compile is kept in memory as
 # usual. A value that fails its checks ([Note: Stored value format]) is one too, and is
-# skipped. Only opening a store as asked can raise (``StoreError``: a Redis URL without
-# redis-py, a key file others can read), when ``specialize`` is called, not on a call.
+# skipped. A database SQLite calls corrupt is moved aside ([Note: A corrupt database]).
+# Opening a store never raises either, unless asked to ([Note: Opening a store]).
+#
+# [Note: Opening a store]
+# ``Store(...)`` (made by ``specialize(..., store=...)`` or by ``JITGUARD_STORE``) opens
+# everything at once: it makes its directory when missing (mode 0700; the parents of the
+# default user cache directory too, but not those of a directory given by ``store=``,
+# ``JITGUARD_STORE`` or ``JITGUARD_CACHE_DIR``: a missing parent is more likely a typo),
+# refuses a directory another user owns or any user may write (mode o+w: they could
+# replace the database or the key), reads or makes the key ([Note: Store signing]), and
+# opens the database (a symlink there is refused). When one of these fails (no space, a
+# read-only directory or filesystem, a missing parent, a key file others can read, a
+# refused directory, a Redis URL without redis-py), the store warns once (``StoreWarning``:
+# what failed and what to do) and is not *usable*: ``problem`` says why, nothing is read or
+# written, and the functions that use it keep their entries in memory. A Redis tier that
+# cannot be made costs only that tier. ``Store(..., strict=True)`` raises ``StoreError``
+# instead, for a program that wants the error (``python -m jitguard cache`` is strict).
+# The default store of a directory is made once per process, so it warns once.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
 import threading
 import warnings
 from collections.abc import Callable
@@ -27,7 +45,7 @@ from ..errors import StoreError, StoreWarning
 from .codec import RecordError, StoredRecord, decode_record, encode_record
 from .keys import default_cache_dir
 from .redis_tier import RedisTier
-from .signing import Signer
+from .signing import Signer, load_key
 from .sqlite import DB_NAME, Row, SqliteTier, TierError
 
 __all__ = ["DEFAULT_MAX_BYTES", "Fetched", "Store", "resolve_store", "store_log", "warn"]
@@ -59,7 +77,7 @@ class Store:
     """Where specialized functions keep their entries across processes.
 
     ``Store(directory=None, *, redis_url=..., max_bytes=None, key=None,
-    redis_prefix=None, redis_timeout=None)``: the local tier is
+    redis_prefix=None, redis_timeout=None, strict=False)``: the local tier is
     ``directory/store.sqlite3`` (default: ``JITGUARD_CACHE_DIR`` or the user cache
     directory) holding at most ``max_bytes`` (default ``JITGUARD_CACHE_MAX_BYTES``, else
     1 GiB; least recently used entries go first). The shared tier is Redis at
@@ -67,7 +85,9 @@ class Store:
     miss and written on every compile, its keys under ``redis_prefix`` (default
     ``JITGUARD_REDIS_PREFIX``, else "jitguard"); ``redis_timeout``: seconds (default
     ``JITGUARD_REDIS_TIMEOUT``, else 0.5). ``key`` signs every value (default
-    ``JITGUARD_CACHE_KEY``, else the per-user key file ``directory/key``). Pass it as
+    ``JITGUARD_CACHE_KEY``, else the per-user key file ``directory/key``). A store that
+    cannot be opened warns and is not ``usable`` (``problem`` says why), or with
+    ``strict=True`` raises ``StoreError`` ([Note: Opening a store]). Pass it as
     ``specialize(..., store=Store(...))``; see [Note: Persistent entries].
     """
 
@@ -80,18 +100,52 @@ class Store:
         key: Optional[bytes] = None,
         redis_prefix: Optional[str] = None,
         redis_timeout: Optional[float] = None,
+        strict: bool = False,
     ) -> None:
+        explicit = bool(directory) or env.directory("JITGUARD_CACHE_DIR") is not None
         self.directory = Path(directory).expanduser() if directory else default_cache_dir()
         if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 1):
             raise ValueError(f"max_bytes must be None or an int >= 1, got {max_bytes!r}")
+        self.strict = strict
+        #: Why the store cannot be used (None: it can); see [Note: Opening a store].
+        self.problem: Optional[str] = None
         self.local = SqliteTier(self.directory / DB_NAME,
                                 max_bytes=max_bytes if max_bytes else _max_bytes_env())
+        self.shared: Optional[RedisTier] = None
+        self.signer = _NO_SIGNER
         url = env.url("JITGUARD_REDIS_URL") if redis_url is _ENV else redis_url
-        self.shared: Optional[RedisTier] = (
-            RedisTier(url, prefix=redis_prefix or env.text("JITGUARD_REDIS_PREFIX")
-                      or "jitguard", timeout=redis_timeout) if url else None
-        )
-        self.signer = Signer(key) if key is not None else Signer.for_directory(self.directory)
+        try:
+            if url:
+                self.shared = RedisTier(
+                    url, prefix=redis_prefix or env.text("JITGUARD_REDIS_PREFIX")
+                    or "jitguard", timeout=redis_timeout)
+        except StoreError as e:
+            self._refuse(f"{e}; the store runs without its shared tier", whole=False)
+        try:
+            _open_directory(self.directory, make_parents=not explicit)
+            self.signer = Signer(key) if key is not None else Signer(load_key(self.directory))
+            self.local.open()
+        except (StoreError, TierError) as e:
+            self._refuse(f"{e}{_hint(e)}; the cache runs in memory only", whole=True)
+
+    def _refuse(self, message: str, *, whole: bool) -> None:
+        """A store (or its shared tier) that cannot be opened: ``StoreError`` when strict,
+        else one warning, and the store is unusable ([Note: Opening a store])."""
+        if self.strict:
+            raise StoreError(message)
+        if whole:
+            self.problem = message
+            if self.shared is not None:
+                self.shared.close()
+            self.shared = None
+        warn(f"jitguard store: {message} (Store(..., strict=True) raises instead)",
+             stacklevel=4)
+
+    @property
+    def usable(self) -> bool:
+        """Whether the store opened (else nothing is read or written: the cache runs in
+        memory, and ``problem`` says why)."""
+        return self.problem is None
 
     def __repr__(self) -> str:
         shared = f", shared={self.shared!r}" if self.shared is not None else ""
@@ -103,7 +157,7 @@ class Store:
         fails gives none (a warning says why). Values read from Redis are copied into the
         local tier (read-through)."""
         source: Any = self.local if tier == "sqlite" else self.shared
-        if source is None:
+        if source is None or self.problem is not None:
             return []
         if isinstance(source, RedisTier) and source.down:
             store_log.info("skipping %r: off after a recent failure", source)
@@ -137,6 +191,8 @@ class Store:
     def save(self, record: StoredRecord) -> list[str]:
         """Sign and write ``record`` to every tier; returns the tiers written (a failing
         tier is a warning)."""
+        if self.problem is not None:
+            return []
         value = encode_record(record, self.signer)
         written = []
         for tier in (self.local, self.shared):
@@ -159,7 +215,12 @@ class Store:
     def rows(self, name: Optional[str] = None) -> list[Row]:
         """The local tier's entries (of the function ``name``, ``module:qualname``), most
         recently used first."""
+        self._require()
         return self.local.rows(name)
+
+    def _require(self) -> None:
+        if self.problem is not None:
+            raise StoreError(f"the store in {self.directory} is not usable: {self.problem}")
 
     def find(self, ref: str) -> tuple[str, str]:
         """(key, entry) of the one local entry that ``ref`` names: ``KEY:ENTRY`` as
@@ -174,6 +235,7 @@ class Store:
 
     def stats(self) -> dict[str, Any]:
         """Sizes and counts of each tier."""
+        self._require()
         rows = self.rows()
         out: dict[str, Any] = {
             "directory": str(self.directory),
@@ -197,6 +259,7 @@ class Store:
     def clear(self, *, shared: bool = False) -> int:
         """Delete every local entry (and, with ``shared``, every entry under the Redis
         prefix); returns how many were deleted."""
+        self._require()
         n = self.local.delete()
         if shared and self.shared is not None:
             n += self.shared.delete()
@@ -206,6 +269,60 @@ class Store:
         self.local.close()
         if self.shared is not None:
             self.shared.close()
+
+
+# ---- opening a store --------------------------------------------------------------------
+
+_NO_SIGNER = Signer(b"no key: the store is not usable")  # never signs or verifies a value
+_ELSEWHERE = "or choose another directory with store= or JITGUARD_CACHE_DIR"
+
+
+def _open_directory(directory: Path, *, make_parents: bool) -> None:
+    """Make the store's directory (mode 0700) when missing, and refuse one that is not safe
+    to use ([Note: Opening a store])."""
+    try:
+        st = os.stat(directory)
+    except FileNotFoundError:
+        if not make_parents and not directory.parent.is_dir():
+            raise StoreError(
+                f"cannot make the store directory {directory}: its parent {directory.parent} "
+                f"does not exist (create it, {_ELSEWHERE})") from None
+        try:
+            directory.mkdir(mode=0o700, parents=make_parents, exist_ok=True)
+            st = os.stat(directory)
+        except OSError as e:
+            raise StoreError(f"cannot make the store directory {directory}: {e}") from e
+    except OSError as e:
+        raise StoreError(f"cannot use the store directory {directory}: {e}") from e
+    if not stat.S_ISDIR(st.st_mode):
+        raise StoreError(f"the store directory {directory} is not a directory ({_ELSEWHERE})")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise StoreError(
+            f"refusing the store directory {directory}: it belongs to another user (uid "
+            f"{st.st_uid}), who could replace what it holds (use a directory of your own: "
+            f"store= or JITGUARD_CACHE_DIR)")
+    if st.st_mode & 0o002:
+        raise StoreError(
+            f"refusing the store directory {directory}: it has mode "
+            f"{stat.S_IMODE(st.st_mode):04o}, so any user may replace what it holds "
+            f"(chmod 700 {directory}, {_ELSEWHERE})")
+
+
+def _hint(error: BaseException) -> str:
+    """What to do about an error opening a store, from its causes (or nothing)."""
+    text = ""
+    cause: Optional[BaseException] = error
+    while cause is not None:
+        text += f" {cause}"
+        if isinstance(cause, OSError) and cause.errno is not None:
+            text += f" errno:{cause.errno}"
+        cause = cause.__cause__
+    if "disk is full" in text or f"errno:{errno.ENOSPC}" in text or "No space" in text:
+        return f" (free space on that disk, {_ELSEWHERE})"
+    if any(t in text for t in ("readonly", "read-only", "Read-only", "Permission denied",
+                               "unable to open", f"errno:{errno.EROFS}")):
+        return f" (make the directory writable, {_ELSEWHERE})"
+    return ""
 
 
 # ---- choosing a store --------------------------------------------------------------------
@@ -231,8 +348,7 @@ def resolve_store(spec: Any, get: Optional[Callable[[str], Optional[str]]] = Non
     """The store that ``specialize(..., store=spec)`` uses, and whether it was asked for
     explicitly (not by ``JITGUARD_STORE``). ``None``: ``JITGUARD_STORE`` decides (read by
     ``get``, default the environment: a switch, or a directory; see [Note: Environment
-    variables]). ``False``: none, whatever the environment says. A directory whose parent
-    does not exist is no store, with a warning (never a chain of new folders)."""
+    variables]). ``False``: none, whatever the environment says."""
     if spec is None:
         setting = env.store(get=get)
         if setting is False:
@@ -245,10 +361,5 @@ def resolve_store(spec: Any, get: Optional[Callable[[str], Optional[str]]] = Non
     if isinstance(spec, Store):
         return spec, True
     if isinstance(spec, (str, os.PathLike)):
-        why = env.usable_directory(Path(spec))
-        if why is not None:
-            warn(f"jitguard store: {os.fspath(spec)!r} {why}: no store is used (make the "
-                 f"folder first, or pass another)", stacklevel=3)
-            return None, True
         return _default_store(Path(spec)), True
     raise TypeError(f"store must be None, a bool, a directory or a jitguard.Store, got {spec!r}")

@@ -63,6 +63,7 @@ def install() -> None:
         from ..sources import install_property_reader
         from . import (
             adapter_runtime,
+            advice_rules,
             aliasing,
             ambient,
             batched,
@@ -98,6 +99,7 @@ def install() -> None:
         symbolic.register_sympy_functions()
         portable.register_codecs()
         rules.register_rules()
+        advice_rules.register_advice_rules()
         logging_bridge.install()
         # torch's own frames (nn.Module.__call__, container.py, linear.py) are not the
         # user's: left out of recompile logs' user stacks ([Note: Recompile reasons]).

@@ -60,20 +60,50 @@ from ..cache.reasons import collect_failures
 from ..errors import GuardMismatchError
 from . import adapter, adapter_runtime
 
-__all__ = ["CompiledFunction", "EntryInfo"]
+__all__ = ["FRAME_PATH", "RUNS_EAGERLY", "CompiledFunction", "EntryInfo", "Piece"]
+
+#: ``EntryInfo.guard_layer`` of an entry whose calls Dynamo's own frame path serves
+#: ([Note: Graph breaks])
+FRAME_PATH = "torch (Dynamo's frame path)"
+#: ``EntryInfo.guard_layer`` of an entry that runs the function eagerly
+RUNS_EAGERLY = "none (runs eagerly)"
+
+
+class Piece:
+    """One graph torch's frame path compiled for a function jitguard could not capture as
+    one graph ([Note: Graph breaks]): torch's compile id (``"0/1"``; the frame and that
+    frame's compile) and the graph. torch's guards pick it; jitguard checks none of them."""
+
+    __slots__ = ("compile_id", "graph_module")
+
+    def __init__(self, compile_id: Optional[str], graph_module: Any) -> None:
+        self.compile_id = compile_id
+        self.graph_module = graph_module
+
+    guard_layer = FRAME_PATH
+
+    def __repr__(self) -> str:
+        return f"<Piece {self.compile_id}: torch's guards>"
 
 
 class EntryInfo:
-    """One entry of ``jitguard.torch.compile``: its capture (None when the capture failed
-    and the entry runs eagerly: ``failure`` says why), the guards delegated to torch per
-    kind, and torch's trees for it."""
+    """One entry of ``jitguard.torch.compile``: its capture (None when the capture failed:
+    ``failure`` says why, and the entry runs under Dynamo's frame path, its graphs in
+    ``pieces``, or eagerly), the guards delegated to torch per kind, torch's trees for it,
+    and which guard layer serves it and why (``guard_layer``, ``why``)."""
 
     def __init__(self, compile_id: Any, cap: Optional[adapter.Captured],
-                 params: tuple[str, ...], failure: Optional[str] = None) -> None:
+                 params: tuple[str, ...], failure: Optional[str] = None, *,
+                 layer: Optional[str] = None, why: str = "",
+                 pieces: Optional[list[Piece]] = None) -> None:
         self.compile_id = compile_id
         self.cap = cap
         self.params = params
         self.failure = failure
+        self._layer = layer
+        self._why = why
+        #: the graphs torch's frame path made for this entry's calls (FRAME_PATH only)
+        self.pieces: list[Piece] = pieces if pieces is not None else []
         self.delegated: Counter[str] = Counter()
         self.converted: Counter[str] = Counter()
         self.stricter: list[str] = []  # guards jitguard checks more strictly than torch
@@ -81,6 +111,27 @@ class EntryInfo:
         self.full_tree = cap.full_tree if cap is not None else None
         self._guard_types: Counter[str] = Counter(
             e.guard_type for e in (cap.entries if cap is not None else ()))
+
+    @property
+    def guard_layer(self) -> str:
+        """Which guards decide the calls this entry serves: "jitguard" (every guard Dynamo
+        made is in jitguard's generated check), "jitguard + torch's guard tree" (some are
+        delegated), ``FRAME_PATH`` (torch's guards, jitguard's entry has none) or
+        ``RUNS_EAGERLY``."""
+        if self._layer is not None:
+            return self._layer
+        return "jitguard + torch's guard tree" if self.delegated else "jitguard"
+
+    @property
+    def why(self) -> str:
+        """Why that layer serves this entry, in a sentence."""
+        if self._why:
+            return self._why
+        if self.delegated:
+            return (f"one graph; jitguard checks its converted guards and hands "
+                    f"{sum(self.delegated.values())} it cannot convert to torch's guard tree "
+                    f"(one TORCH_GUARD_TREE check)")
+        return "one graph; jitguard checks every guard Dynamo made"
 
     def forget_entries(self) -> None:
         """Drop Dynamo's guard entries (they hold the example values: keeping them would

@@ -29,6 +29,7 @@ from ..guards import Source
 from ..more_sources import (
     ClosureCellSource,
     DictGetItemSource,
+    DictSubclassGetItemSource,
     GenericAttrSource,
     ListGetItemSource,
     TypeDictSource,
@@ -255,12 +256,20 @@ def _list_getitem(c: SourceConverter, f: Fields) -> Source:
     return ListGetItemSource(c.convert(f["base"]), f["index"])
 
 
-@register_source_converter("DictGetItemSource", "DictSubclassGetItemSource")
+@register_source_converter("DictGetItemSource")
 def _dict_getitem(c: SourceConverter, f: Fields) -> Source:
     index = f["index"]
     if adapter.is_dynamo_source(index):
         index = c.convert(index)
     return DictGetItemSource(c.convert(f["base"]), index)
+
+
+@register_source_converter("DictSubclassGetItemSource")
+def _dict_subclass_getitem(c: SourceConverter, f: Fields) -> Source:
+    index = f["index"]
+    if adapter.is_dynamo_source(index):
+        index = c.convert(index)
+    return DictSubclassGetItemSource(c.convert(f["base"]), index)
 
 
 @register_source_converter("ConstDictKeySource")
