@@ -106,7 +106,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         dynamic: Iterable[SourceLike] = (),
         error_on_recompile: bool = False,
         policy: Union[ArgPolicy, str, None] = None,
-        global_state: bool = True,
+        global_state: Optional[bool] = None,
         max_restarts: int = 8,
         maxsize: Optional[int] = None,
         history: int = HISTORY,
