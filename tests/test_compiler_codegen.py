@@ -733,3 +733,14 @@ def test_compile_errors(guards: list[Guard], kw: dict[str, Any], match: str) -> 
     """Guards that cannot be compiled raise GuardCompileError saying why."""
     with pytest.raises(GuardCompileError, match=match):
         compile_guards(guards, **kw)
+
+
+def test_compile_guards_takes_guards_only() -> None:
+    """compile_guards('n') or a list holding a non-Guard is a TypeError naming what it takes."""
+    with pytest.raises(TypeError, match=r"compile_guards takes an iterable of Guards "
+                       r"\(source\.make_guard\(GuardBuilder\.KIND\)\), got str 'n'"):
+        compile_guards("n")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"guards\[1\] is int 1, not a Guard"):
+        compile_guards([L("x").make_guard(EQ), 1], f_locals={"x": 1})  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="got int 5"):
+        compile_guards(5)  # type: ignore[arg-type]
