@@ -613,5 +613,5 @@ def test_make_guard_takes_a_kind_not_its_name() -> None:
                        r"GuardBuilder\.EQUALS_MATCH, got str 'EQUALS_MATCH' \(write "
                        r"GuardBuilder\.EQUALS_MATCH\)"):
         jg.LocalSource("n").make_guard("EQUALS_MATCH")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="got int 3$"):
+    with pytest.raises(TypeError, match=r"got int 3$"):
         jg.LocalSource("n").make_guard(3)  # type: ignore[arg-type]
