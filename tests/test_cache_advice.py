@@ -301,6 +301,28 @@ def test_one_log_line_per_advice(caplog: pytest.LogCaptureFixture) -> None:
         assert sum("advice for" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_limit_logs_one_message(caplog: pytest.LogCaptureFixture) -> None:
+    """At the limit jitguard.recompiles gets one message, the limit's, ending with the
+    advice: no advice line of its own. A limit of 1 (no recompile yet) has no advice."""
+    with caplog.at_level(logging.INFO, logger="jitguard.recompiles"):
+        f = specialize(lambda x, s: x, recompile_limit=2)
+        f(1, "a")
+        f(1, "b")
+        caplog.clear()
+        with pytest.warns(RecompileLimitWarning):
+            f(1, "c")
+        (message,) = [r.getMessage() for r in caplog.records]
+        assert "hit its recompile limit (2)" in message and "Advice:" in message
+        g = specialize(lambda x, s: x, recompile_limit=1)
+        g(1, "a")
+        caplog.clear()
+        with pytest.warns(RecompileLimitWarning) as w:
+            g(1, "b")
+        (message,) = [r.getMessage() for r in caplog.records]
+        assert "Advice:" not in message and "Advice:" not in str(w[0].message)
+        assert cache_of(g).advice() == []
+
+
 def test_nothing_computed_without_a_listener(monkeypatch: pytest.MonkeyPatch) -> None:
     """With no INFO log and no trace, a recompile computes no advice."""
     calls: list[int] = []

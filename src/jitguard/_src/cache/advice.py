@@ -380,10 +380,10 @@ def advise(cache: Any, extra: Sequence[RecompileRecord] = (), *,
     limit = getattr(cache, "recompile_limit", None)
     hit = bool(limit_causes) or cache.recompile_counts.get("limit", 0) > 0
     used_up: set[str] = set()
-    if hit:
+    if hit:  # the cause that recompiled most (a first compile alone uses up a limit of 1)
         pool = limit_causes or set(counts)
         top = max((counts[n] for n in pool), default=0)
-        used_up = {n for n in pool if counts[n] == top}
+        used_up = {n for n in pool if counts[n] == top} if top else set()
     churning = sorted({n for n, c in counts.items() if c >= threshold} | used_up,
                       key=lambda n: (-counts[n], first.get(n, 0), n))
     # A source the cache guards as dynamic now (declared, or made so by a recompile) no
@@ -425,7 +425,9 @@ def announce(cache: Any, compile_id: Any) -> None:
     """After a recompile record was kept (``compile_id``: the entry it made, None when it
     was refused): log each advice that fires for the first time, one line each, on
     ``jitguard.recompiles`` at INFO, and trace it as a ``jitguard_advice`` artifact; only
-    while someone listens. Never raises: advice must not break a call."""
+    while someone listens. A refusal at the limit logs no line of its own: the limit's
+    message, logged there too, ends with the advice. Never raises: advice must not break a
+    call."""
     tracing = structured.active()
     if not (tracing or log.isEnabledFor(logging.INFO)):
         return
@@ -439,7 +441,7 @@ def announce(cache: Any, compile_id: Any) -> None:
     if not new:
         return
     given.update((a.source, a.rule, a.evidence.limit is not None) for a in new)
-    for advice in new:
+    for advice in new if compile_id is not None else ():
         log.info("%s: advice for %s: %s", cache.where, advice.source, _one_line(advice))
     if tracing:
         if compile_id is None:  # refused at the limit: under the function's last compile
