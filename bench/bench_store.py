@@ -15,8 +15,8 @@ layers) and GPT-2 (12 layers) at full depth and tiny width from bench/_llm_model
 forward of 8 tokens, under ``torch.no_grad()``), with a third of the repetitions (a cold
 Qwen3 compiles for tens of seconds). ``--models`` picks some.
 
-Method: each figure is one fresh Python process (``subprocess``) that imports torch and
-jitguard, builds the model (seeded), runs it eagerly once (so the first run of torch's
+Method: each figure is one fresh Python process (``subprocess``, one torch thread) that
+imports torch and jitguard, builds the model (seeded), runs it eagerly once (so the first run of torch's
 kernels is in neither figure), then times its first call through
 ``jitguard.torch.compile(model, backend=..., store=Store(dir, redis_url=...))``. A
 repetition is three processes: *cold* (a new store directory and a new Redis prefix: the
@@ -62,6 +62,11 @@ def child(model: str, backend: str, directory: str, redis: str, prefix: str) -> 
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     import torch
     from _torch_models import MLP, Block
+
+    # One intra-op thread: the models are tiny, and on a shared, loaded machine torch's
+    # thread pool made every forward of the MLP cost ~0.5 s (against 0.1 ms on one
+    # thread), in the cold and the warm process alike, which hid what the store does.
+    torch.set_num_threads(1)
 
     import jitguard as jg
     import jitguard.torch as jgt

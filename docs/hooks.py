@@ -202,15 +202,22 @@ def _module_init(dotted: str) -> Path | None:
 
 
 def documented_names() -> set[str]:
-    """The dotted names the API pages document: each ``::: name`` entry, and for an entry
-    that is a public module with an ``__all__``, every name of it, also under the package
-    ``jitguard`` when the package re-exports it (``jitguard.sources.LocalSource`` documents
-    ``jitguard.LocalSource``)."""
+    """The dotted names the API pages document: each ``::: name`` entry, also under the
+    package ``jitguard`` when it is a name of a public submodule that the package re-exports
+    (``jitguard.sources.LocalSource`` documents ``jitguard.LocalSource``); for an entry that
+    is a public module with an ``__all__``, every name of it, likewise."""
     top = set(public_names(PKG / "__init__.py"))
     out: set[str] = set()
     for page in sorted(API_DIR.glob("*.md")):
         for target in DIRECTIVE.findall(page.read_text()):
             out.add(target)
+            module, _, name = target.rpartition(".")
+            parent = _module_init(module)
+            if (
+                name in top and module.startswith("jitguard.") and "._" not in module
+                and parent is not None and name in public_names(parent)
+            ):
+                out.add(f"jitguard.{name}")  # jitguard.sources.LocalSource: jitguard.LocalSource
             init = _module_init(target)
             if init is None:
                 continue

@@ -327,6 +327,30 @@ def test_read_attr_past_modes() -> None:
         assert Counting.calls == 1
 
 
+def test_specialize_float_knob_makes_floats_constants() -> None:
+    """torch._dynamo.config.specialize_float (patched on to capture again over a zero float)
+    exists, and with it on a float argument is guarded by value, not made symbolic."""
+    import math
+
+    import torch._dynamo.config as dynamo_config
+
+    assert isinstance(dynamo_config.specialize_float, bool)
+
+    def fn(x: Any, k: float) -> Any:
+        return x * math.copysign(1.0, k)
+
+    kinds: list[str] = []
+
+    def keep(entries: Any) -> list[bool]:
+        kinds.extend(e.guard_type for e in entries if e.name == "k" or "L['k']" in e.name)
+        return [True] * len(entries)
+
+    cap = adapter.capture(fn, (torch.ones(1), -0.0), {}, adapter.resolve_backend("eager"), keep,
+                          dynamic=True, specialize_float=True)
+    assert "CONSTANT_MATCH" in kinds
+    assert cap.fn(torch.ones(1), -0.0).item() == -1.0
+
+
 def _exploding(gm: Any, example_inputs: Any) -> Any:
     raise ValueError("backend exploded")
 
@@ -403,6 +427,7 @@ def test_current_compile_id_inside_a_backend() -> None:
     assert len(ids) == 1 and isinstance(ids[0], str) and "/" in ids[0]
 
 
+
 def test_torch_backend_wraps_as_torch_compile_does() -> None:
     """``torch_backend``: torch's inductor wrapper (mode and options into its config) for
     "inductor", torch's generic wrapper otherwise (mode/options as keyword arguments, name
@@ -442,3 +467,69 @@ def test_tensorified_float_is_no_scalar_read() -> None:
                           dynamic=True, scalars=False)
     assert any(n.target == "item" for n in cap.graph_module.graph.nodes)
     assert not adapter.reads_scalars(cap.graph_module)
+
+
+def test_frame_ids_come_from_torchs_counter() -> None:
+    """``new_frame_id`` takes the next id of ``convert_frame.FRAME_COUNTER``: torch's next
+    compile gets a later one."""
+    from torch._dynamo import convert_frame
+
+    torch._dynamo.reset()  # which sets torch's counter back to 0
+    first = adapter.new_frame_id()
+    assert convert_frame.FRAME_COUNTER == first + 1
+    ids: list[Any] = []
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        ids.append(adapter.current_torch_compile_id())
+        return gm.forward
+
+    torch.compile(lambda x: x + 1, backend=backend)(torch.ones(2))
+    assert ids[0].frame_id > first
+
+
+def test_capture_runs_under_the_given_compile_id() -> None:
+    """``capture(compile_id=(f, n))``: torch's compile id inside the capture (what its trace
+    records carry) is ``f/n`` (``convert_frame.get_compile_id`` asked with an empty frame
+    state); the function is put back after."""
+    from torch._dynamo import convert_frame
+
+    original = convert_frame.get_compile_id
+    ids: list[Any] = []
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        ids.append(adapter.current_torch_compile_id())
+        return gm.forward
+
+    adapter.capture(_f, (torch.ones(3), 1), {}, backend, lambda es: [False] * len(es),
+                    compile_id=(123, 4))
+    assert convert_frame.get_compile_id is original
+    assert (ids[0].frame_id, ids[0].frame_compile_id) == (123, 4)
+
+
+def test_graph_record_fields() -> None:
+    """``graph_sizes``/``readable_graph``: the metadata and payload of torch's
+    ``dynamo_output_graph`` record (node sizes; ``print_readable`` with strides/devices)."""
+    cap = _capture()
+    sizes = adapter.graph_sizes(cap.graph_module)
+    assert sizes and all(v == [3] for v in sizes.values())
+    text = adapter.readable_graph(cap.graph_module)
+    assert "class GraphModule" in text and "f32[3][1]cpu" in text
+
+
+def test_wrapper_marks_are_what_torch_unwraps_and_inlines() -> None:
+    """``mark_for_torch_tools``: torch's ``innermost_fn`` unwraps the wrapper to the original,
+    and Dynamo inlines ``_torchdynamo_inline`` when it traces a call of the wrapper."""
+    from torch._dynamo.eval_frame import innermost_fn
+
+    def user(x: Any) -> Any:
+        return x.cos()
+
+    def wrapper(*args: Any) -> Any:
+        raise AssertionError("Dynamo traced into the wrapper")
+
+    adapter_runtime.mark_for_torch_tools(wrapper, user, user)
+    assert innermost_fn(wrapper) is user
+    torch._dynamo.reset()
+    x = torch.randn(2)
+    torch.testing.assert_close(torch.compile(lambda t: wrapper(t) + 1, backend="eager",
+                                             fullgraph=True)(x), x.cos() + 1)

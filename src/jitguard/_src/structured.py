@@ -252,16 +252,21 @@ def emit(
     attempt: int = 0,
     payload: Any = None,
     where: str = "jitguard/_src/structured.py:0",
+    torch_writes: bool = False,
 ) -> None:
     """Write one record to every sink. ``metadata(intern)`` builds the event's metadata (it
     may intern file names); ``compile_id`` (anything with ``frame_id``,
     ``frame_compile_id``, ``compiled_autograd_id``) and ``attempt`` place it; ``payload``
-    (text, a list, a dict, or a function of ``intern`` returning one) follows it."""
+    (text, a list, a dict, or a function of ``intern`` returning one) follows it.
+    ``torch_writes``: torch writes this record into its own stream itself, so a sink that
+    writes there (``torch_stream = True``) is skipped."""
     if not _sinks:
         return
     per_sink = callable(payload)
     text = None if per_sink else format_payload(payload)
     for sink in list(_sinks):
+        if torch_writes and getattr(sink, "torch_stream", False):
+            continue
         try:
             if per_sink:
                 text = format_payload(payload(sink.intern))

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
@@ -81,7 +82,11 @@ __all__ = [
     "capture",
     "capture_scalar_outputs",
     "current_compile_id",
+    "current_torch_compile_id",
     "default_backend",
+    "graph_sizes",
+    "new_frame_id",
+    "readable_graph",
     "reads_scalars",
     "recompile_limit",
     "resolve_backend",
@@ -154,6 +159,62 @@ def reads_scalars(gm: Optional[torch.fx.GraphModule]) -> bool:
 def capture_scalar_outputs() -> bool:
     """``torch._dynamo.config.capture_scalar_outputs``: ``Tensor.item()`` stays in the graph."""
     return bool(dynamo_config.capture_scalar_outputs)
+
+
+def new_frame_id() -> int:
+    """A frame id from torch's own counter (``convert_frame.FRAME_COUNTER``), so a jitguard
+    function's compiles never share a frame id with a frame torch compiles
+    ([Note: torch's tools])."""
+    frame_id = int(convert_frame.FRAME_COUNTER)
+    convert_frame.FRAME_COUNTER += 1
+    return frame_id
+
+
+@contextlib.contextmanager
+def _compile_id(ids: Optional[tuple[int, int]]) -> Iterator[None]:
+    """The full-graph capture on this thread runs under torch compile id ``ids`` (frame id,
+    frame compile id) instead of a fresh frame id per capture: ``fullgraph_capture`` asks
+    ``convert_frame.get_compile_id`` for one with an empty frame state."""
+    if ids is None:
+        yield
+        return
+    original = convert_frame.get_compile_id
+    thread = threading.get_ident()
+
+    def ours(frame_state: Any) -> Any:
+        if threading.get_ident() != thread or frame_state:
+            return original(frame_state)
+        prior = torch._guards.CompileContext.current_compile_id()
+        return torch._guards.CompileId(
+            compiled_autograd_id=prior.compiled_autograd_id if prior is not None else None,
+            frame_id=ids[0], frame_compile_id=ids[1])
+
+    convert_frame.get_compile_id = ours
+    try:
+        yield
+    finally:
+        convert_frame.get_compile_id = original
+
+
+def graph_sizes(gm: torch.fx.GraphModule) -> dict[str, Any]:
+    """What torch's ``dynamo_output_graph`` record holds as metadata: each node's tensor
+    sizes (a symbolic size as its text)."""
+    sizes: dict[str, Any] = {}
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value")
+        if isinstance(value, torch.Tensor):
+            sizes[node.name] = [s if isinstance(s, int) else str(s) for s in value.shape]
+    return sizes
+
+
+def readable_graph(gm: torch.fx.GraphModule) -> str:
+    """The graph as torch's ``dynamo_output_graph`` payload prints it."""
+    return str(gm.print_readable(print_output=False, include_stride=True, include_device=True))
+
+
+def current_torch_compile_id() -> Any:
+    """torch's ``CompileId`` being compiled now (``frame_id``, ``frame_compile_id``), or None."""
+    return torch._guards.CompileContext.current_compile_id()
 
 
 def current_compile_id() -> Optional[str]:
@@ -286,12 +347,14 @@ class Captured:
     unsaved: Optional[str] = None  # with saving=True: why it cannot be serialized
 
 
-def _capture_contexts(stack: ExitStack, dynamic: Optional[bool]) -> None:
+def _capture_contexts(stack: ExitStack, dynamic: Optional[bool], specialize_float: bool) -> None:
     stack.enter_context(get_metrics_context())
     stack.enter_context(dynamo_timed("fullgraph_capture"))
     stack.enter_context(torch._functorch.config.patch(strict_autograd_cache=True))
     # no profiler bracket around the graph's argument reads ([Note: A hit's cost])
     stack.enter_context(dynamo_config.patch(record_runtime_overhead=False))
+    if specialize_float:  # every float a constant ([Note: Float facts a symbolic guard cannot see])
+        stack.enter_context(dynamo_config.patch(specialize_float=True))
     if dynamic is not None:
         stack.enter_context(eval_frame.set_enable_dynamic(dynamic))
     stack.enter_context(torch_function_mode_stack_state_mgr)
@@ -308,6 +371,8 @@ def capture(
     full_tree: bool = False,
     saving: bool = False,
     scalars: bool = True,
+    compile_id: Optional[tuple[int, int]] = None,
+    specialize_float: bool = False,
 ) -> Captured:
     """Capture ``fn(*args, **kwargs)`` as one graph, compile it with ``backend`` and build
     its guards ([Note: Capturing with Dynamo]). ``keep(entries)`` says which guards torch's
@@ -315,7 +380,9 @@ def capture(
     compile the graph as ``aot_compile_fullgraph`` does, so that it can be serialized
     (``Captured.saved``, or ``Captured.unsaved`` saying why not). ``scalars=False``: a graph
     that reads a tensor's value as a Python scalar raises ``ScalarBreak`` (before the
-    backend sees it)."""
+    backend sees it). ``compile_id`` (frame id, frame compile id): torch's id for the
+    capture ([Note: torch's tools]); None: a fresh frame id, as ``fullgraph_capture`` gives.
+    ``specialize_float``: Dynamo makes no float symbolic."""
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"capture needs a Python function, got {fn!r}")
     seen: list[Any] = []
@@ -328,9 +395,15 @@ def capture(
 
     folded: list[Any] = []
     with ExitStack() as stack:
-        _capture_contexts(stack, dynamic)
+        _capture_contexts(stack, dynamic, specialize_float)
+        if compile_id is not None:
+            # the backend and the guards too run under it (torch's metrics record, written
+            # as the metrics context exits, stays outside, as it is today)
+            stack.enter_context(torch._guards.compile_context(torch._guards.CompileContext(
+                torch._guards.CompileId(frame_id=compile_id[0], frame_compile_id=compile_id[1]))))
         stack.enter_context(_recording_folds(folded))
-        out = convert_frame.fullgraph_capture(fn, args, kwargs)
+        with _compile_id(compile_id):
+            out = convert_frame.fullgraph_capture(fn, args, kwargs)
         gco = out.graph_capture_output
         bi = out.backend_input
         gm = None

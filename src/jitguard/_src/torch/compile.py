@@ -87,7 +87,7 @@ import torch
 from .. import env
 from ..cache.stance import no_recompiles
 from ..store.tiers import StoreLike
-from .compiled import CompiledFunction
+from .compiled import CompiledFunction, mark_for_torch_tools
 from .dynamo_cache import DynamoCache, Regions, TorchCompiler
 
 __all__ = ["TorchCompiler", "compile"]
@@ -339,6 +339,7 @@ def _partial_of(p: functools.partial[Any], inner: Callable[..., Any]) -> Callabl
     compiled._orig_mod = p  # type: ignore[attr-defined]
     compiled.cache = inner.cache  # type: ignore[attr-defined]
     compiled.compiler = inner.compiler  # type: ignore[attr-defined]
+    mark_for_torch_tools(compiled, p, p)
     return compiled
 
 

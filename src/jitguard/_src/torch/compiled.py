@@ -40,6 +40,23 @@ jitguard._src.torch.adapter_runtime.
 # replaced, the entries (captures of the old code) are dropped and the new code is
 # captured, at every compile stance (the first capture of the new code is no recompile).
 #
+# [Note: torch's tools]
+# A compiled wrapper carries torch's marks of a compiled function
+# (``adapter_runtime.mark_for_torch_tools``): ``torch._dynamo.explain(cf)`` and
+# ``torch.compile(cf)`` work on the user's function or module itself, and a torch.compile'd
+# function that calls ``cf`` inlines the user's function into its own graph, as it inlines
+# a nested ``torch.compile`` wrapper: Dynamo never traces jitguard's dispatcher (it did,
+# and failed on a dict it took for an FX node). A plain call is untouched: jitguard's cache
+# serves it. Each capture runs under a torch compile id made of the entry's own
+# (``adapter.capture(compile_id=)``) and a function's frame id comes from torch's frame
+# counter (``adapter.new_frame_id``), so under ``TORCH_TRACE`` torch's records of a
+# capture (its graph, its sources) and jitguard's (guards, metrics) of every recompile of
+# one function sit under one frame id, apart from torch's own frames; the frame path's
+# pieces keep the ids torch gives them. With a structured trace on, each capture's graph
+# is written as torch's ``dynamo_output_graph`` record (its sizes, the readable graph), so
+# tlparse shows it in a ``JITGUARD_TRACE`` too (under ``TORCH_TRACE`` torch writes that
+# record itself, and jitguard writes it only to its own sinks).
+#
 # [Note: Compile stances]
 # ``torch.compiler.set_stance`` is read on every call (one attribute read): "force_eager"
 # runs the original; "eager_on_recompile" serves existing entries and runs eagerly where
@@ -60,7 +77,11 @@ from ..cache.reasons import collect_failures
 from ..errors import GuardMismatchError
 from . import adapter, adapter_runtime
 
-__all__ = ["FRAME_PATH", "RUNS_EAGERLY", "CompiledFunction", "EntryInfo", "Piece"]
+__all__ = ["FRAME_PATH", "RUNS_EAGERLY", "CompiledFunction", "EntryInfo", "Piece",
+           "mark_for_torch_tools"]
+
+#: [Note: torch's tools]
+mark_for_torch_tools = adapter_runtime.mark_for_torch_tools
 
 #: ``EntryInfo.guard_layer`` of an entry whose calls Dynamo's own frame path serves
 #: ([Note: Graph breaks])
@@ -303,4 +324,5 @@ class CompiledFunction:
         compiled._orig_mod = original  # type: ignore[attr-defined]
         compiled.cache = cache  # type: ignore[attr-defined]
         compiled.compiler = cache.compiler  # type: ignore[attr-defined]
+        adapter_runtime.mark_for_torch_tools(compiled, original, original)
         return compiled

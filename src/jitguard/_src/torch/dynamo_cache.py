@@ -66,6 +66,7 @@ from typing import Any, Optional
 
 import torch
 
+from .. import structured
 from ..cache.policy import ArgContext, ArgPolicy
 from ..cache.request import CompileRequest
 from ..cache.specialize import FunctionCache
@@ -191,12 +192,23 @@ class TorchCompiler:
             left = {id(u.entry) for u in result.unconverted}
             return [id(e) in left for e in entries]
 
+        run = functools.partial(adapter.capture, request.fn, args, kwargs,  # type: ignore[arg-type]
+                                self.backend_fn, keep, dynamic=self.dynamic,
+                                full_tree=self.verify, saving=self.saving,
+                                scalars=self.fullgraph or adapter.capture_scalar_outputs(),
+                                compile_id=_ids(request.compile_id))
         try:
-            cap = adapter.capture(
-                request.fn, args, kwargs, self.backend_fn, keep,  # type: ignore[arg-type]
-                dynamic=self.dynamic, full_tree=self.verify, saving=self.saving,
-                scalars=self.fullgraph or adapter.capture_scalar_outputs(),
-            )
+            try:
+                cap = run()
+            except adapter.ScalarBreak:
+                # [Note: Float facts a symbolic guard cannot see]: the value read may be a
+                # float Dynamo made a tensor (math.copysign(1.0, k)), whose sign torch's
+                # frame path would lose: with floats constants the capture may not break
+                cap = run(specialize_float=True)
+            if converted and converted[0].symbolic_zeros:
+                # [Note: Float facts a symbolic guard cannot see]: the trace lost a zero's sign
+                self.installed.extend(cap.installed)
+                cap = run(specialize_float=True)
         except adapter.BackendRaised as e:
             return self._backend_failed(request, e)
         except Exception as e:
@@ -204,6 +216,8 @@ class TorchCompiler:
                 raise
             return self._capture_failed(request, e)
         self.installed.extend(cap.installed)
+        if cap.graph_module is not None:
+            _trace_graph(cap.graph_module, request.compile_id)
         info = EntryInfo(request.compile_id, cap, request.signature.params)
         self.infos[request.compile_id] = info
         state_kind = self._global_state(request, cap)
@@ -334,7 +348,9 @@ class TorchCompiler:
             backend_fn, pieces = self.backend_fn, self.pieces
 
             def recording(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-                pieces.append(Piece(adapter.current_compile_id(), gm))
+                cid = adapter.current_torch_compile_id()
+                pieces.append(Piece(None if cid is None else str(cid), gm))
+                _trace_graph(gm, cid)
                 return backend_fn(gm, example_inputs)
 
             recording.__name__ = recording.__qualname__ = adapter.backend_name(self.backend)
@@ -365,6 +381,23 @@ class TorchCompiler:
                     "function runs eagerly, unguarded, as torch skips such a frame")
             return request.fn
         raise BackendCompilerFailed(self.where, self.backend, cause) from cause
+
+
+def _ids(compile_id: Any) -> Optional[tuple[int, int]]:
+    """A jitguard compile id as torch's (frame id, frame compile id) ([Note: torch's tools])."""
+    frame, n = getattr(compile_id, "frame_id", None), getattr(compile_id, "frame_compile_id", None)
+    return None if frame is None or n is None else (int(frame), int(n))
+
+
+def _trace_graph(gm: torch.fx.GraphModule, compile_id: Any) -> None:
+    """[Note: torch's tools]: the graph as torch's ``dynamo_output_graph`` record, on
+    jitguard's own sinks (torch writes it into its stream itself); built only when a trace
+    is on."""
+    if not structured.active():
+        return
+    structured.emit("dynamo_output_graph", lambda intern: {"sizes": adapter.graph_sizes(gm)},
+                    compile_id=compile_id, payload=lambda intern: adapter.readable_graph(gm),
+                    where="jitguard/_src/torch/dynamo_cache.py:0", torch_writes=True)
 
 
 def _weakrefable(obj: Any) -> bool:
@@ -525,6 +558,12 @@ class DynamoCache(FunctionCache):
     def on_limit(self, value: str) -> None:
         pass
 
+    def _new_compile_id(self) -> Any:
+        """[Note: torch's tools]: the function's frame id is one of torch's."""
+        if self._frame_id is None:
+            self._frame_id = adapter.new_frame_id()
+        return super()._new_compile_id()
+
     def _watch_target(self, fn: Any) -> Optional[types.FunctionType]:
         return self._watch if self._watch is not None else super()._watch_target(fn)
 
@@ -618,3 +657,4 @@ def _with(stats: CacheStats, **extra: int) -> CacheStats:
 
 # [Note: Capture failures]: the functions whose capture failure was logged already.
 _logged_failures: weakref.WeakSet[Any] = weakref.WeakSet()
+

@@ -53,6 +53,9 @@ _installed = False
 class TorchTraceSink:
     """Writes jitguard's structured records into torch's trace stream."""
 
+    #: records torch writes itself are not written again here (``structured.emit``)
+    torch_stream = True
+
     def intern(self, text: str) -> int:
         return int(_torch_structured.intern_string(text))
 
