@@ -342,9 +342,14 @@ def test_create_calls_create_fn_with_builder_and_guard() -> None:
 
 
 def test_create_logs_and_reraises_without_stack(caplog: pytest.LogCaptureFixture) -> None:
-    """A failing create_fn is logged with the guard text and the error is re-raised."""
+    """A failing create_fn is logged (DEBUG) with the guard text and the error is re-raised;
+    at the default levels nothing is logged, so nothing reaches stderr."""
     g = Guard(X, BROKEN)
-    with caplog.at_level(logging.ERROR, logger="jitguard.guards"):
+    with caplog.at_level(logging.INFO, logger="jitguard.guards"):
+        with pytest.raises(ValueError, match="cannot build this guard"):
+            g.create(Builder())
+    assert caplog.records == []
+    with caplog.at_level(logging.DEBUG, logger="jitguard.guards"):
         with pytest.raises(ValueError, match="cannot build this guard"):
             g.create(Builder())
     assert len(caplog.records) == 1
@@ -357,7 +362,7 @@ def test_create_logs_where_the_guard_was_created(caplog: pytest.LogCaptureFixtur
     """With a captured stack the log also says where the guard was created."""
     g = Guard(X, BROKEN)
     g.stack = CapturedStack.extract()
-    with caplog.at_level(logging.ERROR, logger="jitguard.guards"):
+    with caplog.at_level(logging.DEBUG, logger="jitguard.guards"):
         with pytest.raises(ValueError):
             g.create(Builder())
     messages = [r.getMessage() for r in caplog.records]
@@ -603,3 +608,15 @@ def test_set_export_info_compares_weakrefs_by_identity_not_eq() -> None:
     assert g.code_list == ["a", "b"]
     with pytest.raises(AssertionError, match="Guarded object must be identical"):
         g.set_export_info("ID_MATCH", None, ["c"], weakref.ref(other))
+
+
+def test_make_guard_takes_a_kind_not_its_name() -> None:
+    """make_guard('EQUALS_MATCH') is a TypeError at the call, saying what to write."""
+    import jitguard as jg
+
+    with pytest.raises(TypeError, match=r"make_guard takes a guard kind such as "
+                       r"GuardBuilder\.EQUALS_MATCH, got str 'EQUALS_MATCH' \(write "
+                       r"GuardBuilder\.EQUALS_MATCH\)"):
+        jg.LocalSource("n").make_guard("EQUALS_MATCH")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"got int 3$"):
+        jg.LocalSource("n").make_guard(3)  # type: ignore[arg-type]

@@ -22,8 +22,8 @@ PKG_DIR = Path(jitguard.__file__).resolve().parent
 SRC_DIR = PKG_DIR / "_src"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "_util", "stacks", "weak", "config", "integrations", "logs", "structured",
-     "_speedups", "native"),
+    ("errors", "_util", "stacks", "weak", "config", "integrations", "env", "logs",
+     "structured", "_speedups", "native"),
     ("ids",),
     ("guard_source",),
     ("guards", "guard_exprs"),

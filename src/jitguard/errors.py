@@ -10,6 +10,7 @@ May import: jitguard._src.
 
 from ._src.errors import ArtifactError as ArtifactError
 from ._src.errors import CaptureError as CaptureError
+from ._src.errors import EnvironmentVariableWarning as EnvironmentVariableWarning
 from ._src.errors import GuardCompileError as GuardCompileError
 from ._src.errors import GuardKindError as GuardKindError
 from ._src.errors import GuardMismatchError as GuardMismatchError
@@ -31,6 +32,7 @@ from ._src.errors import UnreadableSourceError as UnreadableSourceError
 __all__ = [
     "ArtifactError",
     "CaptureError",
+    "EnvironmentVariableWarning",
     "GuardCompileError",
     "GuardKindError",
     "GuardMismatchError",

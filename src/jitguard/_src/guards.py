@@ -118,6 +118,12 @@ class Source:
 
     def make_guard(self, fn: Callable[..., Any]) -> Guard:
         """A guard of kind ``fn`` on this source. Constants cannot be guarded."""
+        if not callable(fn):
+            hint = (f" (write GuardBuilder.{fn})" if isinstance(fn, str) and fn.isidentifier()
+                    else "")
+            raise TypeError(
+                f"make_guard takes a guard kind such as GuardBuilder.EQUALS_MATCH, got "
+                f"{type(fn).__name__} {fn!r}{hint}")
         if self.guard_source() is GuardSource.CONSTANT:
             raise NotImplementedError(
                 f"cannot guard on the constant source {self!r}: a constant has no frame value"
@@ -359,13 +365,15 @@ class Guard:
 
     def create(self, builder: GuardBuilderBase) -> Any:
         """Install this guard into ``builder``; on failure log the guard and where it was
-        created, then re-raise."""
+        created on the ``guards`` log at DEBUG (``+guards``: nothing is printed to a caller
+        who catches the error), then re-raise."""
         try:
             return self.create_fn(builder, self)
         except Exception:
-            log.exception("Error while creating guard %s", self)
-            if self.stack:
-                log.error("Created at:\n%s", "".join(self.stack.format()[-4:]).rstrip())
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("Error while creating guard %s", self, exc_info=True)
+                if self.stack:
+                    log.debug("Created at:\n%s", "".join(self.stack.format()[-4:]).rstrip())
             raise
 
     def is_specialized_nn_module(self) -> bool:

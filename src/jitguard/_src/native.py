@@ -2,12 +2,13 @@
 (the dispatcher's hot path in ``dispatch.fast``, the batch helpers of generated checks in
 ``compiler.bulk``).
 
-May import: _speedups (its extension ``ext``; the standard library otherwise).
+May import: _speedups (its extension ``ext``), env (the standard library otherwise).
 
 # [Note: Loading the extension]
 # The extension is used only when it is built, importable, of this package's ABI (a build
 # of another version, left in place by an older install, is refused: it could lack a
-# function or give one another meaning), and ``JITGUARD_PURE_PYTHON`` is not ``1``. Any
+# function or give one another meaning), and ``JITGUARD_PURE_PYTHON`` is not on (a
+# switch: [Note: Environment variables] in env). Any
 # other case is pure Python, said once on the ``jitguard.dispatch`` log (WARNING) with the
 # reason (``why_not``) and the fix. Every user reads ``module`` from here, so the C hot path
 # and the C batch helpers are on or off together.
@@ -16,8 +17,9 @@ May import: _speedups (its extension ``ext``; the standard library otherwise).
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any, Optional
+
+from . import env
 
 __all__ = ["ABI", "ENV_VAR", "module", "why_not"]
 
@@ -27,8 +29,8 @@ log = logging.getLogger("jitguard.dispatch")
 
 module: Any = None
 why_not: Optional[str] = None
-if os.environ.get(ENV_VAR, "") == "1":
-    why_not = f"{ENV_VAR}=1"
+if env.flag(ENV_VAR):
+    why_not = f"{ENV_VAR}={env.raw(ENV_VAR)}"
 else:
     try:
         from ._speedups import ext as module  # type: ignore[attr-defined,no-redef]

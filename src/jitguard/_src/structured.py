@@ -1,6 +1,6 @@
 """Structured traces in the format tlparse reads: ``JITGUARD_TRACE=DIR`` or ``set_trace``.
 
-May import: nothing from jitguard (the standard library only).
+May import: env (the standard library otherwise).
 
 # [Note: Structured trace]
 # A trace is a text file of records, one per line: a glog-style prefix
@@ -35,6 +35,8 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, Optional, Protocol
+
+from . import env
 
 __all__ = [
     "ENV_VAR",
@@ -292,9 +294,9 @@ def emit(
 
 
 def _from_environment() -> None:
-    directory = os.environ.get(ENV_VAR)
-    if directory:
-        set_trace(directory)
+    directory = env.directory(ENV_VAR)
+    if directory is not None:
+        set_trace(str(directory))
 
 
 _from_environment()

@@ -29,6 +29,7 @@ See [Note: The call path] (steps 1-3) in ``specialize``.
 from __future__ import annotations
 
 import functools
+import inspect
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
@@ -48,7 +49,8 @@ from .policy import ArgContext, ArgPolicy, root_name
 from .reasons import EntryFailures
 from .request import CompileRequest, as_source
 
-__all__ = ["CompileJob", "Compiled", "covered", "identity_compiler", "int_value_sources"]
+__all__ = ["CompileJob", "Compiled", "covered", "identity_compiler", "int_value_sources",
+           "where_and_frame"]
 
 
 def identity_compiler(request: CompileRequest) -> Callable[..., Any]:
@@ -98,7 +100,7 @@ class CompileJob:
     def __init__(
         self, *, fn: Callable[..., Any], compiler: Callable[[CompileRequest], Any],
         signature: Signature, policy: ArgPolicy, f_globals: Optional[dict[str, Any]],
-        frame: Optional[traceback.FrameSummary], where: str, global_state: bool,
+        frame: Optional[traceback.FrameSummary], where: str, global_state: Optional[bool],
         max_restarts: int,
     ) -> None:
         self.fn = fn
@@ -155,6 +157,21 @@ class CompileJob:
             )
         return Compiled(artifact, check, request, dynamic, static, mutated)
 
+    def _in_play(self, values: tuple[Any, ...],
+                 names: Optional[tuple[str, ...]]) -> Optional[tuple[str, ...]]:
+        """The states to guard when ``global_state`` is None: the application's, and those
+        of the owners in play ([Note: Global states in play]); None: every one of ``names``
+        (every guarded state when ``names`` is None)."""
+        says = getattr(self.compiler, "reads_global_states", False)
+        if says is True:
+            return names
+        owners = set(global_states.owners_in_play(values))
+        if says:
+            owners.update(says if not isinstance(says, str) else (says,))
+        chosen = names if names is not None else tuple(s.name for s in global_states.guarded())
+        kept = tuple(n for n in chosen if global_states.get(n).owner in (None, *owners))
+        return None if names is None and len(kept) == len(chosen) else kept
+
     def _attempt(
         self, tc: TracingContext, compile_id: CompileId, values: tuple[Any, ...],
         dynamic: frozenset[Source], static: frozenset[Source], recompile: bool,
@@ -188,12 +205,15 @@ class CompileJob:
             )
         # After the compiler: a state registered while it ran (an integration loaded by an
         # import in the traced code) is guarded too.
-        if self.global_state and global_states.guarded():
+        if self.global_state is not False and global_states.guarded():
             names = request.global_state_names()
+            if self.global_state is None:  # [Note: Global states in play]
+                names = self._in_play(values, names)
             kind = GuardBuilder.GLOBAL_STATE
             if names is not None:
                 kind = functools.partial(GuardBuilder.GLOBAL_STATE, states=names)
-            add(GlobalStateSource().make_guard(kind))
+            if names is None or names:
+                add(GlobalStateSource().make_guard(kind))
         for guard in argctx.aliasing_guards(request.aliasing_allowed):
             add(guard)
         again = visit_arguments(lambda guard: None)
@@ -239,3 +259,14 @@ def _int_value_failures(
             return set()
         out.add(source)
     return out
+
+
+def where_and_frame(fn: Any) -> tuple[str, Optional[traceback.FrameSummary]]:
+    """How messages name ``fn`` (``qualname in file:line``), and its frame for stacks."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    qualname = getattr(fn, "__qualname__", type(fn).__qualname__)
+    if code is None:
+        return qualname, None
+    return (f"{qualname} in {code.co_filename}:{code.co_firstlineno}",
+            traceback.FrameSummary(code.co_filename, code.co_firstlineno, code.co_name,
+                                   lookup_line=False))

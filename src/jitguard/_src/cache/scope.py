@@ -10,6 +10,7 @@ May import: dispatch.entry, cache.stance, cache.stats; cache.specialize for type
 # that follow ``torch._dynamo.config``, counted over the caches of one function, isolated
 # caches that also look in the shared one, stats that count capture failures. The methods:
 #   * ``frontend``: the name the recompile advisor is told ([Note: Recompile advice]);
+#     ``torch_names``: reasons name locals as torch.compile does ([Note: Recompile reasons]);
 #     ``frame_id()``: the frame id of the function's first compile (None: jitguard's own
 #     count; torch's tools want torch's, [Note: torch's tools]);
 #   * ``watch_target(fn)``: the function whose ``__code__`` the entries come from ([Note: A
@@ -51,6 +52,7 @@ class Scope(Protocol):
     """What the cache asks of its frontend ([Note: Scopes])."""
 
     frontend: str  # what the advisor's rules are told the function was compiled with
+    torch_names: bool  # recompile reasons name locals as torch.compile does
 
     def frame_id(self) -> Optional[int]: ...
 
@@ -80,6 +82,7 @@ class LocalScope:
     """The scope of ``specialize``: one cache, the options as given ([Note: Scopes])."""
 
     frontend = "specialize"
+    torch_names = False
 
     def frame_id(self) -> Optional[int]:
         return None  # the cache's own numbering

@@ -38,11 +38,9 @@ May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` mo
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 import logging
 import threading
-import traceback
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Optional, ParamSpec, TypeVar, Union
@@ -57,7 +55,7 @@ from ..dispatch.snapshot import RESCAN_BELOW, Snapshot, build_snapshot, choose_d
 from ..guards import Source
 from ..ids import CompileId
 from .inspection import CacheInspection
-from .job import CompileJob, identity_compiler
+from .job import CompileJob, identity_compiler, where_and_frame
 from .miss import in_own_compile, serve_miss
 from .observe import CompileLog, dispatch_log
 from .persist import Persistence, load_stored, open_persistence
@@ -91,6 +89,12 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     miss). See [Note: The call path].
     """
 
+    @property
+    def torch_names(self) -> bool:
+        """Whether recompile reasons name locals as torch.compile does (``x``, not
+        ``L['x']``): the torch frontend's scope says so ([Note: Recompile reasons])."""
+        return self.scope.torch_names
+
     def __init__(
         self,
         fn: Callable[_P, _R],
@@ -103,7 +107,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         dynamic: Iterable[SourceLike] = (),
         error_on_recompile: bool = False,
         policy: Union[ArgPolicy, str, None] = None,
-        global_state: bool = True,
+        global_state: Optional[bool] = None,
         max_restarts: int = 8,
         maxsize: Optional[int] = None,
         history: int = HISTORY,
@@ -139,7 +143,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
             raise ValueError(
                 f"declared both static and dynamic: {sorted(s.name() for s in self._static & self._dynamic)}"
             )
-        self.where, frame = _where_and_frame(fn)
+        self.where, frame = where_and_frame(fn)
         self._job = CompileJob(
             fn=fn, compiler=self.compiler, signature=self.signature, policy=self.policy,
             f_globals=self.scope.globals_of(fn), frame=frame, where=self.where,
@@ -486,14 +490,3 @@ def _checked(fn: Any, compiler: Any, maxsize: Any, recompile_limit: Any) -> Opti
             f"recompile_limit must be None or an int >= 1, got {recompile_limit!r}"
         )
     return recompile_limit
-
-
-def _where_and_frame(fn: Any) -> tuple[str, Optional[traceback.FrameSummary]]:
-    """How messages name ``fn`` (``qualname in file:line``), and its frame for stacks."""
-    code = getattr(inspect.unwrap(fn), "__code__", None)
-    qualname = getattr(fn, "__qualname__", type(fn).__qualname__)
-    if code is None:
-        return qualname, None
-    return (f"{qualname} in {code.co_filename}:{code.co_firstlineno}",
-            traceback.FrameSummary(code.co_filename, code.co_firstlineno, code.co_name,
-                                   lookup_line=False))

@@ -112,7 +112,7 @@ def refuse(
     where: str, covered: Sequence[CacheEntry], values: tuple[Any, ...], *, unexplained: int,
     recompile: bool, past_limit: bool, forbidden: bool, limit: Union[int, str, None],
     on_limit: OnLimit,
-    fallback: Any = None,
+    fallback: Any = None, torch_names: bool = False,
     advice: Optional[Callable[[RecompileRecord], Sequence[str]]] = None,
 ) -> Optional[RecompileRecord]:
     """Decide a miss before compiling: raise ``RecompileError`` where recompiling is
@@ -124,16 +124,17 @@ def refuse(
     the limit's message ([Note: Recompile advice])."""
     if recompile and (forbidden or recompiles_forbidden()):
         record = RecompileRecord.explained_now(None, covered, values, unexplained=unexplained,
-                                               outcome="forbidden")
+                                               outcome="forbidden", torch_names=torch_names)
         raise RecompileError(
-            format_recompile(where, None, record.entries, unexplained=unexplained)
+            format_recompile(where, None, record.entries, unexplained=unexplained, verbose=True,
+                             torch_names=torch_names)
             + "\n    but recompiling is forbidden here (no_recompiles / error_on_recompile)",
             record,
         )
     if not past_limit:
         return None
     record = RecompileRecord.explained_now(None, covered, values, unexplained=unexplained,
-                                           outcome="limit")
+                                           outcome="limit", torch_names=torch_names)
     reasons = record.reasons()
     if unexplained:
         reasons.append(f"(and {unexplained} other entries, not explained)")

@@ -1,6 +1,6 @@
 """The HMAC-SHA256 key that signs every stored value, and signing itself.
 
-May import: errors, store.* (the standard library otherwise).
+May import: env, errors, store.* (the standard library otherwise).
 
 # [Note: Store signing]
 # Every stored value is signed with HMAC-SHA256 over all of it (store.codec), and nothing
@@ -27,6 +27,7 @@ import stat
 from pathlib import Path
 from typing import Optional
 
+from .. import env
 from ..errors import StoreError
 
 __all__ = ["KEY_BYTES", "MAC_BYTES", "Signer", "load_key"]
@@ -73,12 +74,9 @@ def _create_key_file(path: Path) -> None:
 def load_key(directory: Path) -> bytes:
     """``JITGUARD_CACHE_KEY``, else the key file in ``directory`` (made when missing). See
     [Note: Store signing]."""
-    env = os.environ.get(_KEY_ENV)
-    if env:
-        key = env.encode("utf-8")
-        if len(key) < 16:
-            raise StoreError(f"{_KEY_ENV} must be at least 16 bytes long (it has {len(key)})")
-        return key
+    text = env.text(_KEY_ENV, min_bytes=16)
+    if text is not None:
+        return text.encode("utf-8")
     path = directory / "key"
     try:
         if not path.exists():

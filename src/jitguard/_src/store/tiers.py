@@ -1,6 +1,6 @@
 """``Store``: the two tiers together (local SQLite, shared Redis), signing, and faults.
 
-May import: errors, logs, store.* (the standard library otherwise).
+May import: env, errors, logs, store.* (the standard library otherwise).
 
 # [Note: Store faults]
 # Nothing a store does raises into a call of a specialized function. A tier that fails to
@@ -40,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, Optional, Union
 
+from .. import env
 from ..errors import StoreError, StoreWarning
 from .codec import RecordError, StoredRecord, decode_record, encode_record
 from .keys import default_cache_dir
@@ -69,16 +70,7 @@ class Fetched(NamedTuple):
 
 
 def _max_bytes_env() -> int:
-    text = os.environ.get("JITGUARD_CACHE_MAX_BYTES")
-    if not text:
-        return DEFAULT_MAX_BYTES
-    try:
-        value = int(text)
-    except ValueError:
-        raise StoreError(f"JITGUARD_CACHE_MAX_BYTES must be an int, got {text!r}") from None
-    if value < 1:
-        raise StoreError(f"JITGUARD_CACHE_MAX_BYTES must be >= 1, got {value}")
-    return value
+    return env.size("JITGUARD_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)
 
 
 class Store:
@@ -110,7 +102,7 @@ class Store:
         redis_timeout: Optional[float] = None,
         strict: bool = False,
     ) -> None:
-        explicit = bool(directory) or bool(os.environ.get("JITGUARD_CACHE_DIR"))
+        explicit = bool(directory) or env.directory("JITGUARD_CACHE_DIR") is not None
         self.directory = Path(directory).expanduser() if directory else default_cache_dir()
         if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 1):
             raise ValueError(f"max_bytes must be None or an int >= 1, got {max_bytes!r}")
@@ -121,11 +113,11 @@ class Store:
                                 max_bytes=max_bytes if max_bytes else _max_bytes_env())
         self.shared: Optional[RedisTier] = None
         self.signer = _NO_SIGNER
-        url = os.environ.get("JITGUARD_REDIS_URL") if redis_url is _ENV else redis_url
+        url = env.url("JITGUARD_REDIS_URL") if redis_url is _ENV else redis_url
         try:
             if url:
                 self.shared = RedisTier(
-                    url, prefix=redis_prefix or os.environ.get("JITGUARD_REDIS_PREFIX")
+                    url, prefix=redis_prefix or env.text("JITGUARD_REDIS_PREFIX")
                     or "jitguard", timeout=redis_timeout)
         except StoreError as e:
             self._refuse(f"{e}; the store runs without its shared tier", whole=False)
@@ -337,14 +329,10 @@ def _hint(error: BaseException) -> str:
 
 _shared: dict[tuple[str, Optional[str]], Store] = {}
 _shared_lock = threading.Lock()
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
-
-
 def _default_store(directory: Optional[Path]) -> Store:
     """One ``Store`` per directory and Redis URL in a process."""
     directory = directory or default_cache_dir()
-    ident = (str(directory.expanduser().resolve()), os.environ.get("JITGUARD_REDIS_URL"))
+    ident = (str(directory.expanduser().resolve()), env.url("JITGUARD_REDIS_URL"))
     with _shared_lock:
         store = _shared.get(ident)
         if store is None:
@@ -355,19 +343,17 @@ def _default_store(directory: Optional[Path]) -> Store:
 StoreLike = Union[bool, str, "os.PathLike[str]", Store, None]
 
 
-def resolve_store(spec: Any, env: Callable[[str], Optional[str]] = os.environ.get) -> tuple[
+def resolve_store(spec: Any, get: Optional[Callable[[str], Optional[str]]] = None) -> tuple[
         Optional[Store], bool]:
     """The store that ``specialize(..., store=spec)`` uses, and whether it was asked for
-    explicitly (not by ``JITGUARD_STORE``). ``None``: ``JITGUARD_STORE`` decides ("1",
-    "true", "yes", "on": the default store; a directory: the store there; unset, "0",
-    "false", "no", "off": none). ``False``: none, whatever the environment says."""
+    explicitly (not by ``JITGUARD_STORE``). ``None``: ``JITGUARD_STORE`` decides (read by
+    ``get``, default the environment: a switch, or a directory; see [Note: Environment
+    variables]). ``False``: none, whatever the environment says."""
     if spec is None:
-        text = (env("JITGUARD_STORE") or "").strip()
-        if text.lower() in _FALSE:
+        setting = env.store(get=get)
+        if setting is False:
             return None, False
-        if text.lower() in _TRUE:
-            return _default_store(None), False
-        return _default_store(Path(text)), False
+        return _default_store(None if setting is True else setting), False
     if spec is False:
         return None, True
     if spec is True:

@@ -84,6 +84,7 @@ from typing import Any, Optional, ParamSpec, TypeVar, overload
 
 import torch
 
+from .. import env
 from ..cache.specialize import FunctionCache
 from ..cache.stance import no_recompiles
 from ..store.tiers import StoreLike
@@ -133,7 +134,7 @@ def _cache_for(fn: types.FunctionType, key: tuple[Any, ...], isolate: bool,
 
 
 def _verify_default() -> bool:
-    return os.environ.get("JITGUARD_VERIFY", "") not in ("", "0")
+    return env.flag("JITGUARD_VERIFY")
 
 
 _P = ParamSpec("_P")

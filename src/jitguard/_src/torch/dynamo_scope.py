@@ -100,6 +100,7 @@ class DynamoScope:
     key: Any = None
     isolated = False
     frontend = "jitguard.torch.compile"  # [Note: Recompile advice]
+    torch_names = True  # [Note: Recompile reasons]
 
     def __init__(self, compiler: TorchCompiler, limit: Optional[int],
                  watch: Optional[types.FunctionType] = None) -> None:
