@@ -44,6 +44,7 @@ SPEEDUPS_PARTS = [
     "src/jitguard/_src/_speedups_state.c.h",
     "src/jitguard/_src/_speedups_dispatch.c.h",
     "src/jitguard/_src/_speedups_dispatch_type.c.h",
+    "src/jitguard/_src/_speedups_tags.c.h",
 ]
 
 extensions = []
