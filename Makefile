@@ -9,9 +9,9 @@ DOCS_STAMP := $(VENV)/.docs-installed
 
 venv: $(STAMP)
 
-# setup.py builds the optional C hot path in place (src/jitguard/_src/_speedups*.so).
-# Its C sources: _speedups.c and the parts it includes.
-SPEEDUPS_SRC := $(wildcard src/jitguard/_src/_speedups.c src/jitguard/_src/_speedups*.h)
+# setup.py builds the optional C hot path in place (src/jitguard/_src/_speedups/ext*.so).
+# Its C sources: _speedups/speedups.c and the parts it includes.
+SPEEDUPS_SRC := $(wildcard src/jitguard/_src/_speedups/*.c src/jitguard/_src/_speedups/*.h)
 $(STAMP): pyproject.toml constraints.txt setup.py $(SPEEDUPS_SRC)
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
@@ -42,4 +42,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
-	rm -f src/jitguard/_src/_speedups*.so
+	rm -f src/jitguard/_src/_speedups*.so src/jitguard/_src/_speedups/*.so

@@ -1,4 +1,4 @@
-"""The build of jitguard's one optional C extension, ``jitguard._src._speedups`` (the C hot
+"""The build of jitguard's one optional C extension, ``jitguard._src._speedups.ext`` (the C hot
 path of the specializing cache). Everything else is in pyproject.toml.
 
 The extension is optional: when it cannot be compiled (no compiler, no Python headers, a
@@ -35,22 +35,19 @@ class optional_build_ext(build_ext):
               file=sys.stderr)
 
 
-# One translation unit: _speedups.c includes the header and the other parts, listed as
+# One translation unit: speedups.c includes the header and the other parts, listed as
 # depends so that a change to any of them rebuilds the extension.
+SPEEDUPS_DIR = "src/jitguard/_src/_speedups"
 SPEEDUPS_PARTS = [
-    "src/jitguard/_src/_speedups.h",
-    "src/jitguard/_src/_speedups_facts.c.h",
-    "src/jitguard/_src/_speedups_tokens.c.h",
-    "src/jitguard/_src/_speedups_state.c.h",
-    "src/jitguard/_src/_speedups_dispatch.c.h",
-    "src/jitguard/_src/_speedups_dispatch_type.c.h",
-    "src/jitguard/_src/_speedups_tags.c.h",
+    f"{SPEEDUPS_DIR}/{part}"
+    for part in ("speedups.h", "facts.c.h", "tokens.c.h", "state.c.h", "dispatch.c.h",
+                 "dispatch_type.c.h", "tags.c.h")
 ]
 
 extensions = []
 if os.environ.get("JITGUARD_NO_SPEEDUPS") != "1":
     extensions.append(
-        Extension("jitguard._src._speedups", ["src/jitguard/_src/_speedups.c"],
+        Extension("jitguard._src._speedups.ext", [f"{SPEEDUPS_DIR}/speedups.c"],
                   depends=SPEEDUPS_PARTS, optional=True)
     )
 

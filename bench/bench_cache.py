@@ -59,7 +59,7 @@ from _timing import median, meta, time_variants
 
 import jitguard
 from jitguard import cache_of, specialize
-from jitguard._src.cache import fast
+from jitguard._src.dispatch import fast
 
 LRU_TARGET = 2.0  # the pure-Python dispatcher
 LRU_TARGET_C = 1.2  # with the C hot path (issue 13)

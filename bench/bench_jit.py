@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import numba
     except ImportError:
-        print("bench_jit needs numba (pip install jitguard[numba])")
+        print("bench_jit needs numba (pip install numba)")
         return 0
     if ns.child:
         print(json.dumps(run_rows(reps, batch_s)))

@@ -149,8 +149,8 @@ def child(name: str, layers: int | None, device: str, reps: int, batch_s: float)
 
     import jitguard
     import jitguard.torch as jgt
-    from jitguard._src.cache import fast
     from jitguard._src.compiler import snapshot
+    from jitguard._src.dispatch import fast
 
     torch.set_num_threads(1)
     torch.set_grad_enabled(False)

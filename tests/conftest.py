@@ -40,7 +40,7 @@ def dispatch_mode(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run a test with the C hot path on ("c", skipped when the extension is not built) and
     in pure Python ("py"): functions specialized inside the test get that dispatcher
     ([Note: The C hot path])."""
-    from jitguard._src.cache import fast
+    from jitguard._src.dispatch import fast
 
     mode: str = request.param
     if mode == "c" and not fast.available():

@@ -21,7 +21,7 @@ from typing import Any, Optional
 import pytest
 
 from jitguard import CompileRequest, cache_of, specialize
-from jitguard._src.cache import fast
+from jitguard._src.dispatch import fast
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

@@ -30,9 +30,9 @@ from jitguard import (
     register_global_state,
     specialize,
 )
-from jitguard._src.cache.dispatch import linear_lookup
-from jitguard._src.cache.keys import FOLLOWERS
 from jitguard._src.cache.policy import default_policy, is_immutable, is_named_tuple
+from jitguard._src.dispatch.dispatcher import FOLLOWERS
+from jitguard._src.dispatch.snapshot import linear_lookup
 
 GB = GuardBuilder
 SETTINGS = settings(max_examples=60, deadline=None,

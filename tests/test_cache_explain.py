@@ -38,6 +38,7 @@ def test_explain_json_lists_entries_guards_and_counts() -> None:
     assert data["stats"] == {
         "hits": 3, "misses": 3, "compiles": 3, "recompiles": 2, "restarts": 0, "failures": 0,
         "fallbacks": 0, "invalidations": 0, "entries": 3,
+        "capture_failures": 0, "backend_failures": 0, "frame_path": 0,
     }
     entries = data["entries"]
     assert [e["compile_id"] for e in entries] == [str(c) for c in cache.compile_ids()]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jitguard import specialize
-from jitguard._src.cache import fast
+from jitguard._src.dispatch import fast
 
 needs_c = pytest.mark.skipif(not fast.available(), reason=f"no C hot path: {fast.why_not()}")
 

@@ -242,3 +242,91 @@ def test_reasons_of_an_evicted_entry_say_so() -> None:
     assert [line.split(": ", 1)[1] for line in cache_of(f).reasons()] == [
         "(entry gone: not explained)", "(entry gone: not explained)"
     ]
+
+
+def _cid() -> Any:
+    from jitguard import CompileId
+
+    return CompileId(frame_id=3, frame_compile_id=1)
+
+
+def _eq(name: str, want: int, got: int, stack: Any = None) -> GuardFailure:
+    return GuardFailure(f"L['{name}'] == {want} failed: got {got}", "EQUALS_MATCH",
+                        (f"L['{name}']",), user_stack=stack)
+
+
+def test_log_message_gives_each_entrys_first_failure_and_a_count() -> None:
+    """By default the message gives each entry's first failure and "(+N more)"; verbose
+    gives every failure; a text given twice is given once."""
+    entry = EntryFailures(_cid(), (_eq("a", 1, 2), _eq("b", 1, 2), _eq("a", 1, 2),
+                                   _eq("c", 1, 2)))
+    short = format_recompile("f in x.py:1", _cid(), [entry])
+    assert short.splitlines()[2:] == ["    - 3/1: L['a'] == 1 failed: got 2 (+2 more)"]
+    full = format_recompile("f in x.py:1", _cid(), [entry], verbose=True)
+    assert full.splitlines()[2:] == [
+        "    - 3/1: L['a'] == 1 failed: got 2",
+        "    - 3/1: L['b'] == 1 failed: got 2",
+        "    - 3/1: L['c'] == 1 failed: got 2",
+    ]
+    assert entry.lines() == ["3/1: L['a'] == 1 failed: got 2", "3/1: L['b'] == 1 failed: got 2",
+                             "3/1: L['c'] == 1 failed: got 2"]
+
+
+def test_torch_names_write_locals_as_torch_does() -> None:
+    """With torch_names, L['x'] is written x (as torch.compile's recompile log writes it);
+    G['x'], an attribute named L and text with no local are left as they are."""
+    from jitguard._src.cache.reasons import display
+
+    assert display("tensor 'L['a']' size mismatch") == "tensor 'a' size mismatch"
+    assert display("len(L['xs']) == 3") == "len(xs) == 3"
+    assert display('L["self"]._modules[\'2\'].training') == "self._modules['2'].training"
+    assert display("G['L'] == 1 and o.L['k'] == 2") == "G['L'] == 1 and o.L['k'] == 2"
+    entry = EntryFailures(_cid(), (_eq("n", 7, 8),))
+    assert entry.lines(torch_names=True) == ["3/1: n == 7 failed: got 8"]
+    assert entry.lines() == ["3/1: L['n'] == 7 failed: got 8"]
+
+
+def test_user_stacks_keep_user_frames_only(tmp_path: Any) -> None:
+    """Frames in a library's files (hide_frames_under: jitguard's own, torch's once the
+    integration is loaded) are left out of a user stack; with none left, no stack."""
+    import traceback
+
+    from jitguard._src.cache import reasons
+
+    lib = tmp_path / "lib"
+    lib_frame = (str(lib / "container.py"), 253, "forward", "input = module(input)")
+    user_frame = (str(tmp_path / "model.py"), 9, "forward", "return self.net(x)")
+    stack = traceback.StackSummary.from_list([user_frame, lib_frame])
+    reasons.hide_frames_under(str(lib))
+    try:
+        text = format_recompile("f", _cid(), [EntryFailures(_cid(), (_eq("n", 7, 8, stack),))],
+                                user_stack=True)
+        assert "model.py" in text and "container.py" not in text
+        only_lib = traceback.StackSummary.from_list([lib_frame])
+        text = format_recompile("f", _cid(), [EntryFailures(_cid(), (_eq("n", 7, 8, only_lib),))],
+                                user_stack=True)
+        assert "User stack trace" not in text
+    finally:
+        reasons._LIBRARY_DIRS.remove(str(lib) + "/")
+
+
+def test_recompile_logger_picks_the_verbose_form(caplog: pytest.LogCaptureFixture) -> None:
+    """recompiles at INFO: the short form; at DEBUG (+recompiles): every failure; the
+    recompiles_verbose log on: the verbose form there, and nothing on recompiles."""
+    f = specialize(lambda a, b: a, automatic_dynamic=False)
+    f(1, 1)
+    with caplog.at_level(logging.INFO, logger="jitguard.recompiles"):
+        f(2, 2)
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "jitguard.recompiles"]
+    assert message.splitlines()[2].endswith("L['a'] == 1 failed: got 2 (+1 more)")
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="jitguard.recompiles"):
+        f(3, 3)
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "jitguard.recompiles"]
+    assert "L['b'] == 1 failed: got 3" in message and "more)" not in message
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="jitguard.recompiles_verbose"):
+        f(4, 4)
+    names = [r.name for r in caplog.records if r.name.startswith("jitguard.recompiles")]
+    assert names == ["jitguard.recompiles_verbose"]
+    assert "L['b'] == 2 failed: got 4" in caplog.records[-1].getMessage()

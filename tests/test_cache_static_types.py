@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jitguard import CompileRequest, cache_of, specialize
-from jitguard._src.cache.layout import note_static_types, static_type
+from jitguard._src.dispatch.layout import note_static_types, static_type
 
 
 def by_type() -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 from jitguard import CacheStats, cache_counters, specialize
@@ -43,6 +44,9 @@ def test_stats_add_fieldwise() -> None:
 
 def test_cache_counters_sum_live_functions() -> None:
     """cache_counters() includes every live specialized function."""
+    # Functions of earlier tests held only by reference cycles would die, and leave the sum,
+    # between the two readings: collect them first.
+    gc.collect()
     before = cache_counters()
     f = specialize(lambda x: x)
     g = specialize(lambda x: x)

@@ -220,7 +220,7 @@ def _helpers(impl: str, name: str) -> Any:
     from jitguard._src.compiler import bulk
 
     if impl == "c":
-        return getattr(pytest.importorskip("jitguard._src._speedups"), name)
+        return getattr(pytest.importorskip("jitguard._src._speedups.ext"), name)
     return getattr(bulk, name + "_py")
 
 

@@ -479,11 +479,11 @@ def test_read_failures_return_false(source: Source, frame: dict[str, Any], bad: 
 
 
 def test_broken_base_reported_for_each_guard_under_it() -> None:
-    """When a base cannot be read, each guard below it says which source failed."""
+    """When a base cannot be read, the guards below it say which source failed, once."""
     guards = [AttrSource(AttrSource(L("o"), "a"), k).make_guard(EQ) for k in ("x", "y")]
     check = compiled(guards, {"o": Obj(a=Obj(x=1, y=2))})
     msg = "L['o'].a could not be read: AttributeError: 'Obj' object has no attribute 'a'"
-    assert reasons(check, {"o": Obj()}) == [msg, msg]
+    assert reasons(check, {"o": Obj()}) == [msg]
 
 
 def test_hostile_getattr_in_hasattr() -> None:
@@ -733,3 +733,14 @@ def test_compile_errors(guards: list[Guard], kw: dict[str, Any], match: str) -> 
     """Guards that cannot be compiled raise GuardCompileError saying why."""
     with pytest.raises(GuardCompileError, match=match):
         compile_guards(guards, **kw)
+
+
+def test_compile_guards_takes_guards_only() -> None:
+    """compile_guards('n') or a list holding a non-Guard is a TypeError naming what it takes."""
+    with pytest.raises(TypeError, match=r"compile_guards takes an iterable of Guards "
+                       r"\(source\.make_guard\(GuardBuilder\.KIND\)\), got str 'n'"):
+        compile_guards("n")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"guards\[1\] is int 1, not a Guard"):
+        compile_guards([L("x").make_guard(EQ), 1], f_locals={"x": 1})  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="got int 5"):
+        compile_guards(5)  # type: ignore[arg-type]

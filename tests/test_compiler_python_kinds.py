@@ -4,9 +4,12 @@ the generated check agreeing with the reference evaluator."""
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from _helpers import accepts as agree
 from _helpers import check_of
@@ -95,3 +98,41 @@ def test_container_equals_match() -> None:
     assert [f.reason for f in check.explain([1])] == ["L['x'] == [1, 'a'] failed: got [1]"]
     with pytest.raises(GuardKindError, match="list or set of constants"):
         check_of(GuardBuilder.CONTAINER_EQUALS_MATCH, [object()])
+
+
+FLOATS = (0.0, -0.0, 1.5, -1.5, 1e-300, -5e-324, float("inf"), -float("inf"), float("nan"))
+
+
+def _float_facts_reference(built: float, value: float) -> bool:
+    """The meaning of FLOAT_FACTS_MATCH, stated plainly: finite / infinite / NaN as built,
+    and the same sign bit where either is a zero or an infinity."""
+    def cls(v: float) -> str:
+        return "nan" if math.isnan(v) else "inf" if math.isinf(v) else "finite"
+
+    if cls(value) != cls(built):
+        return False
+    if cls(built) == "nan":
+        return True
+    same_sign = math.copysign(1.0, value) == math.copysign(1.0, built)
+    return same_sign or (cls(built) == "finite" and value != 0 and built != 0)
+
+
+@given(st.sampled_from(FLOATS) | st.floats(), st.sampled_from(FLOATS) | st.floats())
+def test_float_facts_match_property(built: float, value: float) -> None:
+    """FLOAT_FACTS_MATCH accepts exactly what its plain statement says, in the generated
+    check and the reference evaluator alike."""
+    check = check_of(GuardBuilder.FLOAT_FACTS_MATCH, built)
+    assert agree(check, value) is _float_facts_reference(built, value)
+
+
+def test_float_facts_match_texts_and_bad_input() -> None:
+    """The failure text restates the check; a guard on a non-float is refused by name."""
+    check = check_of(GuardBuilder.FLOAT_FACTS_MATCH, 0.0)
+    assert agree(check, 0.0) and not agree(check, -0.0) and not agree(check, -1.0)
+    assert [f.reason for f in check.explain(-0.0)] == [
+        "math.isfinite(L['x']) and math.copysign(1.0, L['x']) == 1.0 failed: got -0.0"]
+    pos = check_of(GuardBuilder.FLOAT_FACTS_MATCH, 2.0)
+    assert agree(pos, 0.0) and agree(pos, -3.0) and not agree(pos, -0.0)
+    assert not agree(pos, float("inf")) and not agree(pos, float("nan")) and not agree(pos, "a")
+    with pytest.raises(GuardKindError, match="needs a float"):
+        check_of(GuardBuilder.FLOAT_FACTS_MATCH, 3)

@@ -399,3 +399,27 @@ def test_failure_on_a_closure_cell_names_the_variable() -> None:
     ]
     assert failures[0].format().splitlines()[1:] == [
         "User stack trace:", '  File "user.py", line 3, in g', "    y = n + 1"]
+
+
+def test_unreadable_source_below_a_failed_guard_is_no_reason() -> None:
+    """A source that cannot be read because a guard on its base failed says nothing more;
+    one whose base held is a reason, given once for every guard below it."""
+    import jitguard as jg
+
+    class Obj:
+        def __init__(self, **kw: Any) -> None:
+            self.__dict__.update(kw)
+
+    o = jg.LocalSource("o")
+    mods = jg.AttrSource(o, "mods")
+    guards = [mods.make_guard(jg.GuardBuilder.LENGTH_CHECK),
+              jg.GetItemSource(mods, "2").make_guard(jg.GuardBuilder.ID_MATCH),
+              jg.AttrSource(jg.GetItemSource(mods, "2"), "p").make_guard(
+                  jg.GuardBuilder.EQUALS_MATCH)]
+    three = {"0": 0, "1": 1, "2": Obj(p=1)}
+    check = jg.compile_guards(guards, f_locals={"o": Obj(mods=three)})
+    failures = check.explain({"o": Obj(mods={"0": 0})})
+    assert [f.reason for f in failures] == ["len(L['o'].mods) == 3 failed: got 1"]
+    other = {"0": 0, "1": 1, "3": 3}
+    reasons = [f.reason for f in check.explain({"o": Obj(mods=other)})]
+    assert reasons == ["L['o'].mods['2'] could not be read: KeyError: '2'"]

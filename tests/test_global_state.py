@@ -384,3 +384,83 @@ def test_registry_read_runs_pending_loaders(
     assert "from_loader" not in reg
     monkeypatch.setitem(sys.modules, TRIGGER, types.ModuleType(TRIGGER))
     assert [s.name for s in reg.states()] == ["from_loader"]
+
+
+def test_owners_in_play_look_into_containers() -> None:
+    """An owner is in play when one of its argument types is an argument, or sits one or two
+    levels down in a list, tuple or dict; not deeper, and not for other types."""
+
+    class Marker:
+        pass
+
+    reg = GlobalStateRegistry()
+    assert reg.owners_in_play([Marker()]) == frozenset()
+    reg.register_owner("lib", (Marker,))
+    assert reg.owners_in_play([1, "a"]) == frozenset()
+    assert reg.owners_in_play([1, Marker()]) == {"lib"}
+    assert reg.owners_in_play([[1, (Marker(),)]]) == {"lib"}
+    assert reg.owners_in_play([{"k": Marker()}]) == {"lib"}
+    assert reg.owners_in_play([[[[Marker()]]]]) == frozenset()
+    with pytest.raises(TypeError, match="register_owner takes a name and types"):
+        reg.register_owner("lib", ("not a type",))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="owner must be a str or None"):
+        reg.register("s", lambda: 1, owner=3)  # type: ignore[arg-type]
+
+
+class _Flag:
+    value = 0
+
+
+class _Marker:
+    pass
+
+
+@pytest.fixture
+def owned_state() -> Iterator[None]:
+    """A state owned by "demo", put in play by a _Marker argument."""
+    register_global_state("demo_flag", lambda: _Flag.value, owner="demo")
+    global_states.register_owner("demo", (_Marker,))
+    try:
+        yield
+    finally:
+        global_states.unregister("demo_flag")
+        global_states._owner_types.pop("demo", None)
+        _Flag.value = 0
+
+
+@pytest.mark.usefixtures("owned_state")
+def test_specialize_guards_a_librarys_state_only_where_it_is_in_play(dispatch_mode: str) -> None:
+    """global_state=None: ints only, the owned state changing is no recompile; a _Marker
+    argument, a compiler saying it reads the state, or global_state=True: a recompile."""
+    from jitguard import cache_of, specialize
+
+    def plain(n: int) -> int:
+        return n + 1
+
+    def marked(n: int, m: Any) -> int:
+        return n + 2
+
+    class Reads:
+        reads_global_states = ("demo",)
+
+        def __call__(self, request: Any) -> Any:
+            return request.fn
+
+    fs = [specialize(plain), specialize(marked), specialize(plain, compiler=Reads()),
+          specialize(plain, global_state=True), specialize(marked, global_state=False)]
+    marker = _Marker()
+
+    def call_all() -> None:
+        for f in fs:
+            if cache_of(f).fn is marked:
+                f(1, marker)
+            else:
+                f(1)
+
+    call_all()
+    _Flag.value = 1
+    call_all()
+    compiles = [cache_of(f).stats().compiles for f in fs]
+    assert compiles == [1, 2, 2, 2, 1]
+    reason = cache_of(fs[1]).reasons()[0]
+    assert "GLOBAL_STATE changed: demo_flag" in reason, reason

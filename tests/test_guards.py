@@ -603,3 +603,15 @@ def test_set_export_info_compares_weakrefs_by_identity_not_eq() -> None:
     assert g.code_list == ["a", "b"]
     with pytest.raises(AssertionError, match="Guarded object must be identical"):
         g.set_export_info("ID_MATCH", None, ["c"], weakref.ref(other))
+
+
+def test_make_guard_takes_a_kind_not_its_name() -> None:
+    """make_guard('EQUALS_MATCH') is a TypeError at the call, saying what to write."""
+    import jitguard as jg
+
+    with pytest.raises(TypeError, match=r"make_guard takes a guard kind such as "
+                       r"GuardBuilder\.EQUALS_MATCH, got str 'EQUALS_MATCH' \(write "
+                       r"GuardBuilder\.EQUALS_MATCH\)"):
+        jg.LocalSource("n").make_guard("EQUALS_MATCH")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"got int 3$"):
+        jg.LocalSource("n").make_guard(3)  # type: ignore[arg-type]

@@ -21,11 +21,11 @@ from jitguard import (
     register_guard_kind,
     specialize,
 )
-from jitguard._src.cache.dispatch import build_snapshot, choose_dims
-from jitguard._src.cache.entry import CacheEntry, Dim
-from jitguard._src.cache.keys import Dispatcher, compute_layout
-from jitguard._src.cache.signature import Signature
 from jitguard._src.compiler.kinds import DispatchFact, EmitContext, GuardKind
+from jitguard._src.dispatch.dispatcher import Dispatcher, compute_layout
+from jitguard._src.dispatch.entry import CacheEntry, Dim
+from jitguard._src.dispatch.signature import Signature
+from jitguard._src.dispatch.snapshot import build_snapshot, choose_dims
 
 MOD3_FACT = DispatchFact("test_mod3", "{v} % 3", typed="id", gate="types", spread=True)
 

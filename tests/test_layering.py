@@ -9,8 +9,10 @@ modules share the layer. Entries listed in ``OPTIONAL`` may be absent.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -20,8 +22,8 @@ PKG_DIR = Path(jitguard.__file__).resolve().parent
 SRC_DIR = PKG_DIR / "_src"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "_util", "stacks", "weak", "config", "integrations", "logs", "structured",
-     "_speedups", "native"),
+    ("errors", "_util", "stacks", "weak", "config", "integrations", "env", "logs",
+     "structured", "_speedups", "native"),
     ("ids",),
     ("guard_source",),
     ("guards", "guard_exprs"),
@@ -31,11 +33,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("checkpoints",),
     ("contexts",),
     ("compiler",),
+    ("dispatch",),
     ("store",),
     ("cache",),
     ("torch",),
 ]
-OPTIONAL = {"compiler", "store", "cache", "_speedups"}  # _speedups: the C extension, optional
+OPTIONAL = {"compiler", "dispatch", "store", "cache"}
 TORCH_PACKAGE = "torch"  # the one entry allowed to import torch
 PUBLIC_LEVEL = len(LAYERS)  # ``jitguard`` itself, and anything outside ``_src``
 
@@ -337,3 +340,295 @@ def test_torch_frontend_modules_exist() -> None:
     """The frontend and adapter modules named here exist (the lists cannot go stale)."""
     stems = {p.stem for p in _torch_modules()}
     assert TORCH_FRONTEND <= stems and TORCH_ADAPTERS <= stems
+
+
+# ---- each module's own "May import:" line --------------------------------------------------
+# Every module under _src says in its docstring what it may import, in one sentence that
+# starts "May import:" (read up to its first full stop). The sentence is a list, separated by
+# commas, "and" and semicolons, of module names under jitguard._src (the prefix
+# ``jitguard._src.`` optional; a bare name that is no module there is a sibling in the
+# module's own package) and of these forms:
+#   ``pkg.*``                      every module of a package;
+#   ``pkg.* (a, b)``               the modules pkg.a, pkg.b (with what is under them);
+#   ``every pkg module``           as ``pkg.*``;
+#   ``everything/anything in jitguard._src`` or ``jitguard._src.*``: any module;
+#   ``everything below X in [Note: Layering]``: any module of a lower layer (LAYERS);
+#   ``nothing from jitguard``      no module;
+#   ``except A, B and C``          the clause, less those (``torch`` here is ours);
+#   ``everything ...; every pkg module except A``: the second clause speaks for pkg;
+#   ``A, B (and what they may import)``: those, and what their own lines allow.
+# Other words (torch, sympy, the standard library) and other parentheses are prose.
+
+_NAME = re.compile(r"[A-Za-z_][\w]*(?:\.(?:[A-Za-z_]\w*|\*))*")
+_SUBLIST = re.compile(r"^\s*[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*\s*$")
+
+
+def may_import_sentence(doc: str) -> Optional[str]:
+    """The "May import:" sentence of a docstring (without its lead), or None."""
+    at = doc.find("May import:")
+    if at < 0:
+        return None
+    text = doc[at + len("May import:"):].split("\n\n")[0].replace("``", "")
+    end = re.search(r"\.(\s|$)", text)
+    return " ".join((text[: end.start()] if end else text).split())
+
+
+def _module_exists(rel: str) -> bool:
+    base = SRC_DIR.joinpath(*rel.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _is_package(rel: str) -> bool:
+    return (SRC_DIR.joinpath(*rel.split(".")) / "__init__.py").is_file()
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """What one module may import, as names relative to jitguard._src: each of ``prefixes``
+    with everything under it; ``everything`` less ``excluded`` (with what is under those)."""
+
+    prefixes: frozenset[str]
+    everything: bool = False
+    excluded: frozenset[str] = frozenset()
+
+    def allows(self, rel: str) -> bool:
+        def under(p: str) -> bool:
+            return rel == p or rel.startswith(p + ".")
+        if self.everything and not any(under(p) for p in self.excluded):
+            return True
+        return any(under(p) for p in self.prefixes)
+
+
+def _names(text: str, own_package: str, *, ours_torch: bool) -> list[str]:
+    """The jitguard._src modules a list names (``pkg.*`` kept as ``pkg``)."""
+    out = []
+    for token in _NAME.findall(text):
+        rel = token.removeprefix("jitguard._src.")
+        if rel.endswith(".*"):
+            rel = rel[:-2]
+        if rel == "torch" and not ours_torch and not token.startswith("jitguard."):
+            continue  # the library
+        if _module_exists(rel):
+            out.append(rel)
+        elif own_package and _module_exists(f"{own_package}.{rel}"):
+            out.append(f"{own_package}.{rel}")
+    return out
+
+
+def parse_may_import(sentence: str, modname: str) -> Allowed:
+    """The ``Allowed`` of one module's "May import:" sentence (see above)."""
+    rel_mod = modname.removeprefix("jitguard._src").lstrip(".")
+    own_package = rel_mod if _is_package(rel_mod) else rel_mod.rpartition(".")[0]
+    transitive = "and what they may import" in sentence
+    # ``pkg.* (a, b)``: the listed modules of pkg; any other parenthesis is prose.
+    sentence = re.sub(
+        r"([\w.]+)\.\*\s*\(([^()]*)\)",
+        lambda m: (", ".join(f"{m[1]}.{n.strip()}" for n in m[2].split(","))
+                   if _SUBLIST.match(m[2]) else f"{m[1]}.*"),
+        sentence,
+    )
+    sentence = re.sub(r"\([^()]*\)", "", sentence)
+    prefixes: set[str] = set()
+    everything = False
+    excluded: set[str] = set()
+    refined: set[str] = set()  # packages an "every pkg module" clause speaks for
+    for clause in sentence.split(";"):
+        clause, _, exc = clause.partition(" except ")
+        low = clause.strip().lower()
+        if low.startswith("nothing"):
+            continue
+        if re.search(r"\b(every|any)thing in jitguard\._src\b", low) or re.search(
+                r"(^|[\s,])jitguard\._src\.\*", low):
+            everything = True
+            excluded.update(_names(exc, own_package, ours_torch=True))
+            continue
+        below = re.search(r"everything below (\w+)", low)
+        if below:
+            level = LEVEL[below[1]]
+            prefixes.update(n for n in LEVEL if LEVEL[n] < level)
+            continue
+        every = re.search(r"every (\w+) module", low)
+        names = set(_names(clause, own_package, ours_torch=False))
+        if every:
+            names.add(every[1])
+        drop = set(_names(exc, own_package, ours_torch=True))
+        prefixes.update(n for n in names if n not in drop)
+        if every:
+            refined.add(every[1])
+        if every and drop:  # every cache module except some: the others, one by one
+            prefixes.discard(every[1])
+            prefixes.update(
+                f"{every[1]}.{p.stem}" for p in (SRC_DIR / every[1]).glob("*.py")
+                if p.stem != "__init__" and f"{every[1]}.{p.stem}" not in drop)
+    if everything:  # "everything ...; every cache module except X": X is not allowed
+        excluded |= refined
+    allowed = Allowed(frozenset(prefixes), everything, frozenset(excluded))
+    if transitive:
+        for name in list(prefixes):
+            path = SRC_DIR.joinpath(*name.split(".")).with_suffix(".py")
+            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+            inner = parse_may_import(may_import_sentence(doc) or "", f"jitguard._src.{name}")
+            allowed = Allowed(allowed.prefixes | inner.prefixes,
+                              allowed.everything or inner.everything,
+                              allowed.excluded | inner.excluded)
+    return allowed
+
+
+def may_import_violations(path: Path) -> list[str]:
+    """The imports of one module that its "May import:" sentence does not allow."""
+    name = module_name(path)
+    source = path.read_text()
+    sentence = may_import_sentence(ast.get_docstring(ast.parse(source)) or "")
+    if sentence is None:
+        return [f"{name} has no 'May import:' line in its docstring"]
+    allowed = parse_may_import(sentence, name)
+    own = name.removeprefix("jitguard._src").lstrip(".")
+    out = []
+    for imp in collect_imports(source, name, is_package=path.name == "__init__.py"):
+        if not imp.module.startswith("jitguard._src."):
+            continue
+        rel = imp.module.removeprefix("jitguard._src.")
+        if rel == own or own.startswith(rel + "."):
+            continue  # itself, or its own package (its __init__ ran first anyway)
+        if not allowed.allows(rel):
+            out.append(f"{name}:{imp.lineno} imports {rel}, which 'May import: {sentence}' "
+                       f"does not allow")
+    return out
+
+
+@pytest.mark.parametrize("path", src_modules(), ids=lambda p: str(p.relative_to(SRC_DIR)))
+def test_module_imports_what_its_docstring_says(path: Path) -> None:
+    """Every module under _src imports only what its own "May import:" sentence allows."""
+    assert may_import_violations(path) == []
+
+
+def test_may_import_parser_reads_each_form() -> None:
+    """The sentence forms the modules use are read as the comment above says."""
+    def allows(sentence: str, modname: str = "jitguard._src.cache.miss") -> Allowed:
+        return parse_may_import(sentence, modname)
+
+    a = allows("errors, compiler.*, dispatch.entry")
+    assert a.allows("errors") and a.allows("compiler.kinds") and a.allows("dispatch.entry")
+    assert not a.allows("dispatch.fast") and not a.allows("guards")
+    a = allows("everything in jitguard._src except torch; every cache module except "
+               "cache.specialize and cache.decorators")
+    assert a.allows("compiler.kinds") and a.allows("cache.policy")
+    assert not a.allows("torch.compile") and not a.allows("cache.specialize")
+    assert not allows("nothing from jitguard (the standard library only)").allows("errors")
+    a = allows("jitguard._src.torch.* (adapter_sources, convert_context), torch",
+               "jitguard._src.torch.convert")
+    assert a.allows("torch.adapter_sources") and not a.allows("torch.adapter")
+    a = allows("jitguard._src.torch.adapter_stored and adapter_runtime",
+               "jitguard._src.torch.adapter")
+    assert a.allows("torch.adapter_runtime") and not a.allows("torch.stored")
+    a = allows("everything below compiler in [Note: Layering]", "jitguard._src.compiler")
+    assert a.allows("contexts") and not a.allows("store.keys")
+    a = allows("cache.stance (and what they may import)", "jitguard._src.cache.explain")
+    assert a.allows("cache.stance") and a.allows("cache.reasons") and not a.allows("store")
+
+
+def test_a_wrong_may_import_line_fails(tmp_path: Path) -> None:
+    """An import beyond the module's sentence is reported, naming the import and the line."""
+    source = '"""X.\n\nMay import: errors, guards.\n"""\nfrom .errors import E\nfrom .ids import I\n'
+    path = SRC_DIR / "_probe_module.py"
+    path.write_text(source)
+    try:
+        found = may_import_violations(path)
+    finally:
+        path.unlink()
+    assert len(found) == 1 and "imports ids" in found[0] and "May import: errors, guards" in found[0]
+
+
+# ---- contracts beyond imports ---------------------------------------------------------------
+
+# [Note: Kinds own their cache data] (compiler/kinds.py): neither the compiler nor the cache
+# names a particular kind; what they need of one, they ask of it.
+KIND_BLIND = ("compiler", "dispatch", "cache")
+
+
+def kind_names_in(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """(line, kind) for each string constant of ``source`` that is a kind's name, but for a
+    kind class's own ``name = "..."`` and ``__all__`` (docstrings are not constants here)."""
+    tree = ast.parse(source)
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id in ("name", "__all__") for t in targets):
+                skip.update(id(n) for n in ast.walk(node.value))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            skip.add(id(node.value))  # a docstring or a bare string
+    return sorted(
+        (node.lineno, node.value) for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        and node.value in names and id(node) not in skip
+    )
+
+
+def _kind_blind_modules() -> list[Path]:
+    return [p for pkg in KIND_BLIND for p in sorted((SRC_DIR / pkg).glob("*.py"))]
+
+
+@pytest.mark.parametrize("path", _kind_blind_modules(), ids=lambda p: str(p.relative_to(SRC_DIR)))
+def test_compiler_and_cache_name_no_kind(path: Path) -> None:
+    """No compiler, dispatch or cache module names a registered kind by string (it asks the
+    kind: its facts, ``recorded_as``, its class)."""
+    from jitguard._src.compiler.kinds import guard_kinds
+
+    assert kind_names_in(path.read_text(), set(guard_kinds())) == []
+
+
+def test_kind_name_check_sees_a_string() -> None:
+    """A kind's name compared as a string is found; its class's ``name =`` is not."""
+    source = ('class K:\n    name = "EQUALS_MATCH"\n'
+              'def f(leaf):\n    """EQUALS_MATCH"""\n    return leaf.kind.name == "EQUALS_MATCH"\n')
+    assert kind_names_in(source, {"EQUALS_MATCH"}) == [(5, "EQUALS_MATCH")]
+
+
+# An optional dependency may be missing (numpy, sympy, redis, the C extension); the package's
+# own modules never are: an ImportError of one is a bug to surface, not a mode to fall into.
+OPTIONAL_OWN = {"jitguard._src._speedups.ext"}  # built only where a C compiler is
+_CATCHES_IMPORT = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def swallowed_own_imports(source: str, modname: str, *, is_package: bool) -> list[str]:
+    """Imports of jitguard modules inside a ``try`` whose handlers catch ImportError."""
+    tree = ast.parse(source)
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        caught: set[str] = set()
+        for handler in node.handlers:
+            kinds = (handler.type.elts if isinstance(handler.type, ast.Tuple)
+                     else [handler.type])
+            for k in kinds:
+                caught.add("BaseException" if k is None else
+                           getattr(k, "id", None) or getattr(k, "attr", ""))
+        if not caught & _CATCHES_IMPORT:
+            continue
+        body = ast.Module(body=node.body, type_ignores=[])
+        for imp in collect_imports(ast.unparse(body), modname, is_package=is_package):
+            full = imp.module
+            if full.startswith("jitguard") and not any(
+                    full == o or o.startswith(full + ".") for o in OPTIONAL_OWN):
+                out.append(f"{modname}:{node.lineno} swallows an ImportError of {full}")
+    return out
+
+
+@pytest.mark.parametrize("path", all_modules(), ids=lambda p: str(p.relative_to(PKG_DIR)))
+def test_own_imports_never_swallow_import_error(path: Path) -> None:
+    """No module imports one of the package's own modules under ``except ImportError``
+    (the C extension excepted: it is optional by design, [Note: Loading the extension])."""
+    name = module_name(path)
+    assert swallowed_own_imports(path.read_text(), name,
+                                 is_package=path.name == "__init__.py") == []
+
+
+def test_swallow_check_sees_a_guarded_sibling() -> None:
+    """A sibling imported under ``except ImportError`` is found; a third-party one is not."""
+    source = ("try:\n    from .convert import f\nexcept ImportError:\n    f = None\n"
+              "try:\n    import numpy\nexcept ImportError:\n    numpy = None\n")
+    found = swallowed_own_imports(source, "jitguard._src.torch.dynamo_cache", is_package=False)
+    assert found == ["jitguard._src.torch.dynamo_cache:1 swallows an ImportError of "
+                     "jitguard._src.torch.convert"]

@@ -56,7 +56,7 @@ def test_parse_rejects_unknown_name() -> None:
     assert str(info.value) == (
         "JITGUARD_LOGS/set_logs: 'recompile' is not a jitguard log; write names separated by "
         "commas, '+name' for DEBUG, '-name' for ERROR only, 'all' for every log; the logs are: "
-        "codegen, compile, dispatch, guards, recompiles, store, torch, trace"
+        "codegen, compile, dispatch, guards, recompiles, recompiles_verbose, store, torch, trace"
     )
     with pytest.raises(ValueError, match="'re compiles' is not a jitguard log"):
         logs.parse_logs("re compiles")

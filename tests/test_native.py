@@ -17,13 +17,13 @@ SRC = str(Path(jitguard.__file__).resolve().parents[1])
 PROBE = """
 import sys, types
 if {fake_abi} is not None:
-    fake = types.ModuleType("jitguard._src._speedups")
+    fake = types.ModuleType("jitguard._src._speedups.ext")
     fake.ABI = {fake_abi}
     fake.dicts_lack = lambda *a: "the fake's"
     fake.set_slot_type = lambda cls: None
-    sys.modules["jitguard._src._speedups"] = fake
+    sys.modules["jitguard._src._speedups.ext"] = fake
 from jitguard._src import native
-from jitguard._src.cache import fast
+from jitguard._src.dispatch import fast
 from jitguard._src.compiler import bulk
 print(native.module is None, fast.speedups_enabled(), bulk.dicts_lack is bulk.dicts_lack_py)
 print(fast.why_not())
@@ -44,7 +44,7 @@ def test_a_stale_build_is_refused_everywhere() -> None:
     the reason names the stale build and the rebuild command, once, on the log."""
     flags, reason, stderr = probe(native.ABI - 1)
     assert flags == "True False True"
-    assert reason == (f"the extension jitguard._src._speedups is a stale build (ABI "
+    assert reason == (f"the extension jitguard._src._speedups.ext is a stale build (ABI "
                       f"{native.ABI - 1}, expected {native.ABI}): rebuild it with "
                       f"`python setup.py build_ext --inplace`")
     assert stderr.count("stale build") == 1

@@ -1,4 +1,4 @@
-"""Tests for the C hot path (jitguard._src._speedups, jitguard._src.cache.fast): the same
+"""Tests for the C hot path (jitguard._src._speedups.ext, jitguard._src.dispatch.fast): the same
 answers, counters and soundness as the pure-Python dispatcher, in both modes
 ([Note: The C hot path])."""
 
@@ -8,10 +8,12 @@ import gc
 import os
 import pickle
 import random
+import re
 import subprocess
 import sys
 import threading
 import weakref
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +23,8 @@ from hypothesis import strategies as st
 import jitguard
 from _helpers import set_in_place
 from jitguard import CompileRequest, GuardBuilder, cache_of, specialize
-from jitguard._src.cache import fast
-from jitguard._src.cache.signature import DEFAULT
+from jitguard._src.dispatch import fast
+from jitguard._src.dispatch.signature import DEFAULT
 
 needs_c = pytest.mark.skipif(not fast.available(), reason=f"no C hot path: {fast.why_not()}")
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
@@ -407,9 +409,9 @@ def test_same_answers_stats_and_hits_in_both_modes(
 @needs_c
 def test_layouts_the_c_path_cannot_compute_forward_everything() -> None:
     """A dim computed by a kind's fact_of (or any unknown part) makes the State forward."""
-    from jitguard._src.cache.facts import Dim
-    from jitguard._src.cache.keys import FOLLOWERS, LINEAR
-    from jitguard._src.cache.layout import Layout
+    from jitguard._src.dispatch.dispatcher import FOLLOWERS, LINEAR
+    from jitguard._src.dispatch.facts import Dim
+    from jitguard._src.dispatch.layout import Layout
 
     class K:
         name = "K"
@@ -431,15 +433,45 @@ def test_layouts_the_c_path_cannot_compute_forward_everything() -> None:
 @needs_c
 def test_len_parts_only_for_builtin_containers() -> None:
     """A "type_len" part is computed in C only when every type reaching it is a builtin one."""
-    from jitguard._src.cache.facts import Dim
-    from jitguard._src.cache.keys import FOLLOWERS, LINEAR
-    from jitguard._src.cache.layout import Layout
+    from jitguard._src.dispatch.dispatcher import FOLLOWERS, LINEAR
+    from jitguard._src.dispatch.facts import Dim
+    from jitguard._src.dispatch.layout import Layout
 
     dim = Dim(0, "a", "type_len")
     ok = Layout((dim,), (("id", id(tuple)),), True, (frozenset({id(tuple)}),))
     assert fast.state_for(ok, False, {}, LINEAR, FOLLOWERS, None).mode == fast.MODE_EXACT
     mixed = Layout((dim,), (None,), False, (frozenset({id(tuple), id(Sized)}),))
     assert fast.state_for(mixed, False, {}, LINEAR, FOLLOWERS, None).mode == fast.MODE_FORWARD
+
+
+def _header_codes() -> dict[str, int]:
+    """Every code speedups.h declares (its ``enum { NAME = n, ... }`` members and its
+    ``#define NAME n`` numbers, or ``#define NAME OTHER`` of one of those), by name."""
+    header = (Path(fast.__file__).resolve().parents[1] / "_speedups" / "speedups.h").read_text()
+    header = re.sub(r"/\*.*?\*/", "", header, flags=re.S)
+    codes: dict[str, int] = {}
+    for body in re.findall(r"enum\s*\{(.*?)\}", header, flags=re.S):
+        for name, value in re.findall(r"(\w+)\s*=\s*(\d+)", body):
+            codes[name] = int(value)
+    for name, value in re.findall(r"^#define\s+(\w+)\s+(\w+)\s*$", header, flags=re.M):
+        codes[name] = int(value) if value.isdigit() else codes[value]
+    return codes
+
+
+def test_state_codes_are_the_headers() -> None:
+    """The State codes fast.py speaks (MODE_, PRE_, EXPR_, MAX_DIVISORS) and native.ABI are
+    the ones speedups.h declares, one for one: a code added or renumbered on one side only
+    fails here, in either dispatcher mode and without the extension built."""
+    from jitguard._src import native
+
+    header = _header_codes()
+    prefixes = ("MODE_", "PRE_", "EXPR_")
+    in_c = {n: v for n, v in header.items() if n.startswith(prefixes) and n != "EXPR_LAST"}
+    in_py = {n: getattr(fast, n) for n in dir(fast) if n.startswith(prefixes)}
+    assert in_py == in_c and len(in_c) >= 15
+    assert header["EXPR_LAST"] == max(v for n, v in in_c.items() if n.startswith("EXPR_"))
+    assert fast.MAX_DIVISORS == header["MAX_DIVISORS"]
+    assert native.ABI == header["SPEEDUPS_ABI"]
 
 
 # ---- switching off, and failing to load ------------------------------------------------------
@@ -470,10 +502,10 @@ def test_missing_extension_falls_back_and_says_so_once() -> None:
     -W error does not fail), on the jitguard.dispatch logger."""
     out = _python(
         "import sys\n"
-        "sys.modules['jitguard._src._speedups'] = None  # as if it were not built\n"
+        "sys.modules['jitguard._src._speedups.ext'] = None  # as if it were not built\n"
         "import jitguard, importlib\n"
         "from jitguard import specialize\n"
-        "from jitguard._src.cache import fast\n"
+        "from jitguard._src.dispatch import fast\n"
         "s = specialize(lambda a: a); s(1); s(1)\n"
         "importlib.import_module('jitguard')\n"
         "print(jitguard.speedups_enabled(), type(s).__name__)\n"
@@ -488,7 +520,7 @@ def test_missing_extension_falls_back_and_says_so_once() -> None:
     assert lines[0] == "False function"
     assert lines[1].startswith("refused: the C hot path is not available")
     said = [line for line in out.stderr.splitlines() if "pure Python" in line]
-    assert len(said) == 1 and "jitguard._src._speedups" in said[0]
+    assert len(said) == 1 and "jitguard._src._speedups.ext" in said[0]
 
 
 def test_speedups_enabled_is_public() -> None:
@@ -521,7 +553,7 @@ def _numpy() -> Any:
 
 
 def _c() -> Any:
-    from jitguard._src import _speedups
+    from jitguard._src._speedups import ext as _speedups
 
     fast._array_support()
     return _speedups

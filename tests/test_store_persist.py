@@ -484,24 +484,33 @@ def test_redis_down_or_slow_is_a_warning(
     assert store.shared is not None and store.shared.down
 
 
-def test_redis_url_without_redis_py_names_the_extra(tmp_path: Path) -> None:
+def test_redis_url_without_redis_py_says_how_to_install_it(tmp_path: Path) -> None:
     """With redis-py missing, import jitguard and a store without Redis work; a Redis URL
-    is a StoreError naming the ``redis`` extra."""
+    is one StoreWarning naming the ``redis`` extra (the local tier still works), and a
+    StoreError with strict=True."""
     code = (
-        "import sys; sys.modules['redis'] = None\n"
+        "import sys, warnings; sys.modules['redis'] = None\n"
         "import jitguard\n"
         "f = jitguard.specialize(lambda x: x, store=True); assert f(3) == 3\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    s = jitguard.Store(redis_url='redis://127.0.0.1:6379/0')\n"
+        "assert s.usable and s.shared is None, s.problem\n"
+        "print('warned:', *[x.message for x in w])\n"
         "try:\n"
-        "    jitguard.Store(redis_url='redis://127.0.0.1:6379/0')\n"
+        "    jitguard.Store(redis_url='redis://127.0.0.1:6379/0', strict=True)\n"
         "except jitguard.StoreError as e:\n"
-        "    print(e)\n"
+        "    print('raised:', e)\n"
     )
     env = {**os.environ, "PYTHONPATH": SRC, "JITGUARD_CACHE_DIR": str(tmp_path)}
     env.pop("JITGUARD_REDIS_URL", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "pip install 'jitguard[redis]'" in out.stdout
+    warned, raised = out.stdout.splitlines()
+    assert warned.startswith("warned:") and "pip install redis (or unset" in warned
+    assert "without its shared tier" in warned
+    assert raised.startswith("raised:") and "pip install redis (or unset" in raised
 
 
 # ---- both tiers, real Redis --------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jitguard import StoreError
+from jitguard import EnvironmentVariableWarning, StoreError
 from jitguard._src.store.signing import KEY_BYTES, Signer, load_key
 
 
@@ -67,13 +67,15 @@ def test_a_key_file_of_the_wrong_size_is_refused(tmp_path: Path) -> None:
 
 
 def test_env_key_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """JITGUARD_CACHE_KEY is the key (no file is made); under 16 bytes it is refused."""
+    """JITGUARD_CACHE_KEY is the key (no file is made); under 16 bytes it is refused with a
+    warning, and the key file is the key."""
     monkeypatch.setenv("JITGUARD_CACHE_KEY", "a shared secret for the fleet")
     assert load_key(tmp_path) == b"a shared secret for the fleet"
     assert not (tmp_path / "key").exists()
     monkeypatch.setenv("JITGUARD_CACHE_KEY", "short")
-    with pytest.raises(StoreError, match="at least 16 bytes"):
-        load_key(tmp_path)
+    with pytest.warns(EnvironmentVariableWarning, match="shorter than 16 bytes"):
+        key = load_key(tmp_path)
+    assert key == (tmp_path / "key").read_bytes() and len(key) == KEY_BYTES
 
 
 def test_signer_verifies_only_its_own_macs() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import jitguard
 from jitguard import Store, StoreWarning
 from jitguard._src.store import tiers
 from jitguard._src.store.codec import StoredRecord, decode_record
@@ -102,12 +103,15 @@ def test_resolve_store(store_dir: Path, tmp_path: Path) -> None:
 
 
 def test_bad_max_bytes(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """max_bytes and JITGUARD_CACHE_MAX_BYTES must be ints >= 1."""
+    """max_bytes must be an int >= 1; a JITGUARD_CACHE_MAX_BYTES that is no size warns and
+    the default is kept."""
     with pytest.raises(ValueError, match="max_bytes"):
         Store(store_dir, max_bytes=0)
     monkeypatch.setenv("JITGUARD_CACHE_MAX_BYTES", "lots")
-    with pytest.raises(Exception, match="JITGUARD_CACHE_MAX_BYTES must be an int"):
-        Store(store_dir)
+    with pytest.warns(jitguard.EnvironmentVariableWarning,
+                      match="JITGUARD_CACHE_MAX_BYTES='lots' is not a size"):
+        store = Store(store_dir)
+    assert store.local.max_bytes == tiers.DEFAULT_MAX_BYTES
 
 
 # ---- four processes at once ---------------------------------------------------------------

@@ -6,7 +6,9 @@ import jitguard as jg
 import jitguard.torch as jgt
 
 torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+model = torch.nn.Sequential(
+    torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Dropout(0.1), torch.nn.Linear(8, 2)
+)
 compiled = jgt.compile(model)
 cache = jg.cache_of(compiled)
 

@@ -4,13 +4,16 @@ Re-exports only; the code lives in ``jitguard._src``. Torch-only names are reach
 (see [Note: Lazy integrations]).
 """
 
+from ._src.cache.advice import NO_ADVICE as NO_ADVICE
+from ._src.cache.advice import Advice as Advice
+from ._src.cache.advice import AdviceContext as AdviceContext
+from ._src.cache.advice import Churn as Churn
+from ._src.cache.advice import Evidence as Evidence
+from ._src.cache.advice import register_advice_rule as register_advice_rule
 from ._src.cache.decorators import cache_of as cache_of
 from ._src.cache.decorators import specialize as specialize
-from ._src.cache.entry import CacheEntry as CacheEntry
-from ._src.cache.entry import register_specificity as register_specificity
 from ._src.cache.explain import Explanation as Explanation
 from ._src.cache.explain import explain as explain
-from ._src.cache.fast import speedups_enabled as speedups_enabled
 from ._src.cache.observe import CompileInfo as CompileInfo
 from ._src.cache.persist import StoreEvent as StoreEvent
 from ._src.cache.policy import ArgContext as ArgContext
@@ -66,8 +69,12 @@ from ._src.contexts import active_fake_mode as active_fake_mode
 from ._src.contexts import compile_context as compile_context
 from ._src.contexts import detect_fake_mode as detect_fake_mode
 from ._src.contexts import tracing as tracing
+from ._src.dispatch.entry import CacheEntry as CacheEntry
+from ._src.dispatch.entry import register_specificity as register_specificity
+from ._src.dispatch.fast import speedups_enabled as speedups_enabled
 from ._src.errors import ArtifactError as ArtifactError
 from ._src.errors import CaptureError as CaptureError
+from ._src.errors import EnvironmentVariableWarning as EnvironmentVariableWarning
 from ._src.errors import GuardCompileError as GuardCompileError
 from ._src.errors import GuardKindError as GuardKindError
 from ._src.errors import GuardMismatchError as GuardMismatchError
@@ -144,6 +151,8 @@ def _load_torch_integration() -> None:
 _register_loader("torch", _load_torch_integration)
 
 __all__ = [
+    "Advice",
+    "AdviceContext",
     "ArgContext",
     "ArgPolicy",
     "ArgRule",
@@ -161,6 +170,7 @@ __all__ = [
     "CheckFunction",
     "CheckResult",
     "Checkpointable",
+    "Churn",
     "ClosureSource",
     "CodeSource",
     "CompileContext",
@@ -172,7 +182,9 @@ __all__ = [
     "DefaultsSource",
     "DuplicateInputs",
     "EmitContext",
+    "EnvironmentVariableWarning",
     "EphemeralSource",
+    "Evidence",
     "Explanation",
     "FSDPNNModuleSource",
     "FunctionCache",
@@ -210,6 +222,7 @@ __all__ = [
     "ModuleContext",
     "ModuleContextCheckpointState",
     "NNModuleSource",
+    "NO_ADVICE",
     "NoCompileContextError",
     "NoTracingContextError",
     "NotPortable",
@@ -259,6 +272,7 @@ __all__ = [
     "import_guards",
     "int_class_kind",
     "no_recompiles",
+    "register_advice_rule",
     "register_arg_rule",
     "register_constant_type",
     "register_env_expr_handler",

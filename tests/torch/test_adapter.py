@@ -325,3 +325,211 @@ def test_read_attr_past_modes() -> None:
         assert Counting.calls == 0
         _ = view._base
         assert Counting.calls == 1
+
+
+def test_specialize_float_knob_makes_floats_constants() -> None:
+    """torch._dynamo.config.specialize_float (patched on to capture again over a zero float)
+    exists, and with it on a float argument is guarded by value, not made symbolic."""
+    import math
+
+    import torch._dynamo.config as dynamo_config
+
+    assert isinstance(dynamo_config.specialize_float, bool)
+
+    def fn(x: Any, k: float) -> Any:
+        return x * math.copysign(1.0, k)
+
+    kinds: list[str] = []
+
+    def keep(entries: Any) -> list[bool]:
+        kinds.extend(e.guard_type for e in entries if e.name == "k" or "L['k']" in e.name)
+        return [True] * len(entries)
+
+    cap = adapter.capture(fn, (torch.ones(1), -0.0), {}, adapter.resolve_backend("eager"), keep,
+                          dynamic=True, specialize_float=True)
+    assert "CONSTANT_MATCH" in kinds
+    assert cap.fn(torch.ones(1), -0.0).item() == -1.0
+
+
+def _exploding(gm: Any, example_inputs: Any) -> Any:
+    raise ValueError("backend exploded")
+
+
+def test_backend_failure_comes_out_apart_from_capture_failures() -> None:
+    """A backend that raises, or returns no callable: ``BackendRaised`` with the cause, not a
+    capture failure; torch's ``BackendCompilerFailed`` takes (backend, cause, frame) and
+    keeps ``backend_name`` and ``inner_exception``."""
+    with pytest.raises(adapter.BackendRaised) as info:
+        adapter.capture(_f, (torch.ones(3), 1), {}, _exploding, lambda es: [False] * len(es))
+    assert isinstance(info.value.cause, ValueError) and not adapter.is_capture_failure(info.value)
+    with pytest.raises(adapter.BackendRaised, match="not callable"):
+        adapter.capture(_f, (torch.ones(3), 1), {}, lambda gm, ex: None,
+                        lambda es: [False] * len(es))
+    err = adapter.BackendCompilerFailed(_exploding, ValueError("x"), None)
+    assert err.backend_name == "_exploding" and isinstance(err.inner_exception, ValueError)
+    assert issubclass(adapter.BackendCompilerFailed, RuntimeError)
+    assert adapter.BACKEND_GRAPH_BREAKS and all(
+        issubclass(e, BaseException) for e in adapter.BACKEND_GRAPH_BREAKS)
+
+
+def test_backend_graph_break_exceptions_stay_capture_failures() -> None:
+    """What torch turns into a graph break when a backend raises it passes through as itself."""
+    kind = adapter.BACKEND_GRAPH_BREAKS[0]
+
+    def raising(gm: Any, example_inputs: Any) -> Any:
+        raise kind.__new__(kind)
+
+    with pytest.raises(kind) as info:
+        adapter.capture(_f, (torch.ones(3), 1), {}, raising, lambda es: [False] * len(es))
+    assert adapter.is_capture_failure(info.value)
+
+
+def test_config_knobs_read_live() -> None:
+    """``suppress_errors`` and ``capture_scalar_outputs`` follow torch._dynamo.config."""
+    with torch._dynamo.config.patch(suppress_errors=True, capture_scalar_outputs=True):
+        assert adapter.suppress_errors() and adapter.capture_scalar_outputs()
+    with torch._dynamo.config.patch(suppress_errors=False, capture_scalar_outputs=False):
+        assert not adapter.suppress_errors() and not adapter.capture_scalar_outputs()
+
+
+def test_scalar_reads_are_found_and_refused() -> None:
+    """A full-graph capture traces ``float(t)`` into the graph (``reads_scalars``);
+    ``scalars=False`` refuses it with ``ScalarBreak`` before the backend runs."""
+    def reads(x: Any) -> Any:
+        return x * float(x.sum())
+
+    seen: list[Any] = []
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        seen.append(gm)
+        return gm.forward
+
+    cap = adapter.capture(reads, (torch.ones(3),), {}, backend, lambda es: [False] * len(es))
+    assert adapter.reads_scalars(cap.graph_module) and len(seen) == 1
+    assert not adapter.reads_scalars(_capture().graph_module)
+    with pytest.raises(adapter.ScalarBreak):
+        adapter.capture(reads, (torch.ones(3),), {}, backend, lambda es: [False] * len(es),
+                        scalars=False)
+    assert len(seen) == 1 and adapter.is_capture_failure(adapter.ScalarBreak("x"))
+
+
+def test_current_compile_id_inside_a_backend() -> None:
+    """A backend called by torch.compile sees torch's compile id ("0/0"); None outside."""
+    ids: list[Any] = []
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        ids.append(adapter.current_compile_id())
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(_f, backend=backend)(torch.ones(3), 1)
+    assert adapter.current_compile_id() is None
+    assert len(ids) == 1 and isinstance(ids[0], str) and "/" in ids[0]
+
+
+
+def test_torch_backend_wraps_as_torch_compile_does() -> None:
+    """``torch_backend``: torch's inductor wrapper (mode and options into its config) for
+    "inductor", torch's generic wrapper otherwise (mode/options as keyword arguments, name
+    kept as ``compiler_name``); ``default_backend`` is torch's default."""
+    ind = adapter.torch_backend("inductor", "max-autotune", None, None)
+    assert isinstance(ind, torch._TorchCompileInductorWrapper)
+    assert ind.config.get("max_autotune") is True and adapter.backend_name(ind) == "inductor"
+    seen: dict[str, Any] = {}
+
+    def mine(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        return gm.forward
+
+    gen = adapter.torch_backend(mine, None, {"k": 1}, None)
+    assert isinstance(gen, torch._TorchCompileWrapper) and adapter.backend_name(gen) == "mine"
+    cap = adapter.capture(_f, (torch.ones(3), 1), {}, gen, lambda es: [False] * len(es))
+    assert seen == {"options": {"k": 1}} and cap.graph_module is not None
+    assert adapter.default_backend() == "inductor"
+    with pytest.raises(TypeError, match="backend must be"):
+        adapter.torch_backend(3, None, None, None)
+
+
+def test_tensorified_float_is_no_scalar_read() -> None:
+    """Under dynamic shapes Dynamo passes a float attribute as a tensor and ``item()``s it
+    back (a backed symbol): not a data-dependent read, so ``scalars=False`` keeps it."""
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = 2.0
+
+        def forward(self, x: Any) -> Any:
+            return x * self.scale
+
+    m = Scaled()
+    cap = adapter.capture(type(m).forward, (m, torch.ones(4, 2)), {},
+                          adapter.resolve_backend("eager"), lambda es: [False] * len(es),
+                          dynamic=True, scalars=False)
+    assert any(n.target == "item" for n in cap.graph_module.graph.nodes)
+    assert not adapter.reads_scalars(cap.graph_module)
+
+
+def test_frame_ids_come_from_torchs_counter() -> None:
+    """``new_frame_id`` takes the next id of ``convert_frame.FRAME_COUNTER``: torch's next
+    compile gets a later one."""
+    from torch._dynamo import convert_frame
+
+    torch._dynamo.reset()  # which sets torch's counter back to 0
+    first = adapter.new_frame_id()
+    assert convert_frame.FRAME_COUNTER == first + 1
+    ids: list[Any] = []
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        ids.append(adapter.current_torch_compile_id())
+        return gm.forward
+
+    torch.compile(lambda x: x + 1, backend=backend)(torch.ones(2))
+    assert ids[0].frame_id > first
+
+
+def test_capture_runs_under_the_given_compile_id() -> None:
+    """``capture(compile_id=(f, n))``: torch's compile id inside the capture (what its trace
+    records carry) is ``f/n`` (``convert_frame.get_compile_id`` asked with an empty frame
+    state); the function is put back after."""
+    from torch._dynamo import convert_frame
+
+    original = convert_frame.get_compile_id
+    ids: list[Any] = []
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        ids.append(adapter.current_torch_compile_id())
+        return gm.forward
+
+    adapter.capture(_f, (torch.ones(3), 1), {}, backend, lambda es: [False] * len(es),
+                    compile_id=(123, 4))
+    assert convert_frame.get_compile_id is original
+    assert (ids[0].frame_id, ids[0].frame_compile_id) == (123, 4)
+
+
+def test_graph_record_fields() -> None:
+    """``graph_sizes``/``readable_graph``: the metadata and payload of torch's
+    ``dynamo_output_graph`` record (node sizes; ``print_readable`` with strides/devices)."""
+    cap = _capture()
+    sizes = adapter.graph_sizes(cap.graph_module)
+    assert sizes and all(v == [3] for v in sizes.values())
+    text = adapter.readable_graph(cap.graph_module)
+    assert "class GraphModule" in text and "f32[3][1]cpu" in text
+
+
+def test_wrapper_marks_are_what_torch_unwraps_and_inlines() -> None:
+    """``mark_for_torch_tools``: torch's ``innermost_fn`` unwraps the wrapper to the original,
+    and Dynamo inlines ``_torchdynamo_inline`` when it traces a call of the wrapper."""
+    from torch._dynamo.eval_frame import innermost_fn
+
+    def user(x: Any) -> Any:
+        return x.cos()
+
+    def wrapper(*args: Any) -> Any:
+        raise AssertionError("Dynamo traced into the wrapper")
+
+    adapter_runtime.mark_for_torch_tools(wrapper, user, user)
+    assert innermost_fn(wrapper) is user
+    torch._dynamo.reset()
+    x = torch.randn(2)
+    torch.testing.assert_close(torch.compile(lambda t: wrapper(t) + 1, backend="eager",
+                                             fullgraph=True)(x), x.cos() + 1)

@@ -374,7 +374,7 @@ def test_partial_is_compiled_with_its_arguments_as_inputs() -> None:
     p.keywords["k"] = 5.0
     assert torch.equal(cf(x), p(x)) and float(cf(x)[0]) == 5.0
     assert jg.cache_of(cf).stats().compiles >= 2
-    assert any("L['k']" in r for r in jg.cache_of(cf).reasons())
+    assert any("k == " in r for r in jg.cache_of(cf).reasons())
     q = functools.partial(torch.nn.Linear(3, 3), x)
     cq = jgt.compile(q)
     assert torch.equal(cq(), q())

@@ -264,7 +264,7 @@ def test_unspecialized_int_module_attr():
 
 
 def test_item_graph_break():
-    """A branch on x.item(): the capture fails and the call runs eagerly."""
+    """A branch on x.item(): the capture fails and torch's frame path runs the call."""
     fn = lambda x: x * 2 if x.sum().item() > 3 else x * 3
     cf = jgt.compile(fn)
     for v in (1.0, 2.0, 0.5):

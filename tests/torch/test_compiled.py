@@ -132,8 +132,8 @@ def _breaking_hook(seen: list[int]) -> Any:
     return hook
 
 
-def test_hook_dynamo_cannot_trace_runs_eagerly() -> None:
-    """A hook with a graph break: the call runs eagerly, the hook once per call."""
+def test_hook_dynamo_cannot_trace_runs_under_the_frame_path() -> None:
+    """A hook with a graph break: torch's frame path runs the call, the hook once per call."""
     m, cf, _, x = _setup()
     seen: list[int] = []
     m.register_forward_hook(_breaking_hook(seen))

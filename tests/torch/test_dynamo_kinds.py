@@ -194,7 +194,7 @@ def test_dicts_lack(impl: str) -> None:
     from jitguard._src.compiler import bulk
 
     if impl == "c":
-        fn = pytest.importorskip("jitguard._src._speedups").dicts_lack
+        fn = pytest.importorskip("jitguard._src._speedups.ext").dicts_lack
     else:
         fn = bulk.dicts_lack_py
     names = ("_dynamo_dynamic_indices", "_dynamo_static_indices")

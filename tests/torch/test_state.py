@@ -587,3 +587,25 @@ def test_autocast_block_is_captured() -> None:
     cf(torch.randn(2, 2))
     (info,) = jgt.capture_info(cf).values()
     assert info.failure is None and info.graph_module is not None
+
+
+def test_specialize_of_ints_ignores_torch_state(dispatch_mode: str) -> None:
+    """[Note: Global states in play]: a pure-Python function on ints compiles once under
+    no_grad and another thread count; with a tensor argument, no_grad is a recompile."""
+    import jitguard as jg
+
+    ints = jg.specialize(lambda n: n + 1)
+    tensors = jg.specialize(lambda n, t: t + n)
+    threads = torch.get_num_threads()
+    t = torch.ones(2)
+    try:
+        assert ints(1) == 2 and torch.equal(tensors(1, t), t + 1)
+        with torch.no_grad():
+            assert ints(1) == 2 and torch.equal(tensors(1, t), t + 1)
+        torch.set_num_threads(max(1, threads - 1) if threads > 1 else 2)
+        assert ints(1) == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert jg.cache_of(ints).stats().compiles == 1
+    assert jg.cache_of(tensors).stats().compiles == 2
+    assert "GLOBAL_STATE changed: grad_enabled" in jg.cache_of(tensors).reasons()[0]

@@ -257,7 +257,7 @@ def test_store_another_dtype_is_not_used_and_the_reason_names_the_guard(project:
     assert [e[0] for e in other["events"]] == ["loaded", "guard failed", "saved"]
     assert other["events"][1][1].startswith(
         "tensor 'L['x']' dtype mismatch. expected Float, actual Double")
-    assert other["reasons"] == ["0/0: tensor 'L['x']' dtype mismatch. expected Float, actual Double"]
+    assert other["reasons"] == ["0/0: tensor 'x' dtype mismatch. expected Float, actual Double"]
 
 
 def test_store_changed_baked_in_attribute_is_rejected(project: Path) -> None:
@@ -266,7 +266,7 @@ def test_store_changed_baked_in_attribute_is_rejected(project: Path) -> None:
     run(project, "store", store, "eager", "2.0", "float32")
     other = run(project, "store", store, "eager", "3.0", "float32")
     assert other["compiles"] == 1 and other["equal"]
-    assert other["reasons"] == ["0/0: L['self'].scale == 2.0 failed: got 3.0"]
+    assert other["reasons"] == ["0/0: self.scale == 2.0 failed: got 3.0"]
 
 
 def test_store_changed_inlined_code_is_rejected(project: Path) -> None:

@@ -1,12 +1,14 @@
 """jitguard's private implementation. Nothing here is public API; see ``jitguard``.
 
+May import: nothing (the modules below import each other, as [Note: Layering] says).
+
 # [Note: Layering]
 # Modules import one way, lowest first:
 #   errors, _util, stacks, weak, config, integrations, logs, structured, _speedups, native
 #   <-  ids
 #   <-  guard_source  <-  guards, guard_exprs  <-  root_sources  <-  sources, more_sources
-#   <-  global_state  <-  checkpoints  <-  contexts  <-  compiler  <-  store  <-  cache
-#   <-  torch
+#   <-  global_state  <-  checkpoints  <-  contexts  <-  compiler  <-  dispatch  <-  store
+#   <-  cache  <-  torch
 # A module may import only modules to its left or in its own group (and the standard
 # library); the public package ``jitguard`` sits above all of them. The base
 # ``Source`` lives in ``guards`` beside ``Guard`` because ``Source.make_guard`` builds
@@ -18,8 +20,11 @@
 # built in ``cache`` ([Note: Compile events]), and the torch integration plugs both into
 # torch's logging ([Note: jitguard in torch's logging]). ``torch`` is the only package
 # that imports torch. ``store`` (the persistent store) knows guard-set documents and
-# bytes, never a cache entry; ``cache.persist`` joins the two. ``_speedups`` is the
-# optional C extension (imports nothing of jitguard; ``native`` loads it, for ``cache.fast``
-# and ``compiler.bulk``).
+# bytes, never a cache entry; ``cache.persist`` joins the two. ``dispatch`` is the hit
+# path of the specializing cache (entries, key layouts, the generated dispatcher, snapshots,
+# the LRU); ``cache`` above it is the miss path and its policy, and ``dispatch`` imports
+# nothing of it. ``_speedups`` holds the C sources of the optional extension
+# ``_speedups.ext`` (which imports nothing of jitguard; ``native`` loads it, for
+# ``dispatch.fast`` and ``compiler.bulk``).
 # tests/test_layering.py enforces this.
 """

@@ -19,6 +19,10 @@ class _Config:
     # (``LargeGuardSetWarning``, see [Note: Large guard sets] in jitguard/_src/cache/observe.py).
     large_guard_set: int = 1000
 
+    # A source that causes this many recompiles churns: ``cache_of(f).advice()`` names it
+    # and the fix ([Note: Recompile advice] in jitguard/_src/cache/advice.py).
+    advice_threshold: int = 3
+
     def __repr__(self) -> str:
         fields = {k: getattr(self, k) for k in dir(type(self)) if not k.startswith("_")}
         return f"jitguard.config({fields})"

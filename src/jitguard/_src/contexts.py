@@ -3,7 +3,7 @@
 ``compile_context``/``tracing`` context managers, the higher-order-op caches, and fake-mode
 detection.
 
-May import: errors, _util, stacks, weak, integrations, guards, checkpoints.
+May import: errors, _util, stacks, weak, integrations, ids, guards, checkpoints.
 
 # [Note: Context threading]
 # Both current contexts live in one ``threading.local``; each thread sees only the contexts

@@ -11,6 +11,7 @@ from typing import Any
 __all__ = [
     "ArtifactError",
     "CaptureError",
+    "EnvironmentVariableWarning",
     "GuardCompileError",
     "GuardKindError",
     "GuardMismatchError",
@@ -143,3 +144,8 @@ class ArtifactError(JitGuardError, ValueError):
     """A compiled artifact cannot be stored, or a stored one cannot be used in this process;
     the message says why (a backend torch cannot serialize, code changed since it was
     stored, ...)."""
+
+
+class EnvironmentVariableWarning(UserWarning):
+    """A ``JITGUARD_*`` environment variable holds a value it does not take: its default
+    is used instead ([Note: Environment variables] in jitguard/_src/env.py)."""

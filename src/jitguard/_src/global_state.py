@@ -22,6 +22,18 @@ May import: errors, integrations.
 # ``covering(states)`` picks the usable groups, and every guarded state no usable group
 # covers is read individually. So a state registered later is never skipped: it is checked
 # on its own until a group that names it is registered.
+#
+# [Note: Global states in play]
+# A state belongs to an owner (``owner="torch"`` for the torch integration's; None for one
+# the application registers). A ``specialize``d function with ``global_state=None`` (the
+# default) guards the application's states always, and an owner's only where that owner is
+# in play: an argument of a type it registered (``register_owner``: torch registers
+# ``torch.Tensor`` and ``torch.nn.Module``), at the top or inside a list, tuple or dict, or
+# a compiler that says it reads them (``reads_global_states``: True for every owner, or the
+# owners' names). So a pure-Python function on ints does not recompile under
+# ``torch.no_grad()`` just because torch is imported. ``global_state=True`` guards every
+# state, ``False`` none. jitguard.torch.compile guards torch's states through torch's own
+# guards, not this.
 """
 
 from __future__ import annotations
@@ -50,7 +62,9 @@ class GlobalState:
 
     ``read()`` returns its current value (compared with ``==``); ``write(value)`` restores a
     value (``GlobalContext.restore_graphstate`` needs it); ``guarded`` says whether the
-    GLOBAL_STATE guard checks it; ``describe`` turns a value into text for failure reasons.
+    GLOBAL_STATE guard checks it; ``describe`` turns a value into text for failure reasons;
+    ``owner`` names the library it belongs to ("torch"; None: the application's), see
+    [Note: Global states in play].
     """
 
     name: str
@@ -58,6 +72,7 @@ class GlobalState:
     write: Optional[Callable[[Any], Any]] = None
     guarded: bool = True
     describe: Callable[[Any], str] = repr
+    owner: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -98,7 +113,40 @@ class GlobalStateRegistry:
     def __init__(self) -> None:
         self._states: dict[str, GlobalState] = {}
         self._groups: dict[str, GlobalStateGroup] = {}
+        # owner -> the argument types that put its states in play
+        self._owner_types: dict[str, tuple[type, ...]] = {}
         self._lock = threading.Lock()
+
+    # ---- [Note: Global states in play] -----------------------------------------------------
+
+    def register_owner(self, owner: str, arg_types: Iterable[type]) -> None:
+        """Say that an argument of one of ``arg_types`` (or inside a list, tuple or dict
+        argument) puts the states of ``owner`` in play for a specialized function."""
+        types_ = tuple(arg_types)
+        if not isinstance(owner, str) or not all(isinstance(t, type) for t in types_):
+            raise TypeError(f"register_owner takes a name and types, got {owner!r}, {types_!r}")
+        with self._lock:
+            self._owner_types[owner] = types_
+
+    def owners_in_play(self, values: Iterable[Any]) -> frozenset[str]:
+        """The owners one of whose argument types is among ``values`` (looking one and two
+        levels into lists, tuples and dicts)."""
+        found: set[str] = set()
+        owners = list(self._owner_types.items())
+        if not owners:
+            return frozenset()
+
+        def scan(value: Any, depth: int) -> None:
+            for owner, types_ in owners:
+                if owner not in found and isinstance(value, types_):
+                    found.add(owner)
+            if depth < 2 and type(value) in (list, tuple, dict):
+                for item in (value.values() if type(value) is dict else value):
+                    scan(item, depth + 1)
+
+        for value in values:
+            scan(value, 0)
+        return frozenset(found)
 
     def register(
         self,
@@ -109,11 +157,14 @@ class GlobalStateRegistry:
         guarded: bool = True,
         describe: Callable[[Any], str] = repr,
         replace: bool = False,
+        owner: Optional[str] = None,
     ) -> GlobalState:
         """Declare a state. A second registration of a name is an error unless ``replace``."""
         if not callable(read):
             raise TypeError(f"global state {name!r}: read must be callable, got {read!r}")
-        state = GlobalState(name, read, write, guarded, describe)
+        if owner is not None and not isinstance(owner, str):
+            raise TypeError(f"global state {name!r}: owner must be a str or None, got {owner!r}")
+        state = GlobalState(name, read, write, guarded, describe, owner)
         with self._lock:
             if name in self._states and not replace:
                 raise JitGuardError(

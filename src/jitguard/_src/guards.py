@@ -118,6 +118,12 @@ class Source:
 
     def make_guard(self, fn: Callable[..., Any]) -> Guard:
         """A guard of kind ``fn`` on this source. Constants cannot be guarded."""
+        if not callable(fn):
+            hint = (f" (write GuardBuilder.{fn})" if isinstance(fn, str) and fn.isidentifier()
+                    else "")
+            raise TypeError(
+                f"make_guard takes a guard kind such as GuardBuilder.EQUALS_MATCH, got "
+                f"{type(fn).__name__} {fn!r}{hint}")
         if self.guard_source() is GuardSource.CONSTANT:
             raise NotImplementedError(
                 f"cannot guard on the constant source {self!r}: a constant has no frame value"

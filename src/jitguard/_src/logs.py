@@ -1,10 +1,11 @@
 """One switch for jitguard's loggers: ``JITGUARD_LOGS`` and ``set_logs``.
 
-May import: nothing from jitguard (the standard library only).
+May import: env (the standard library otherwise).
 
 # [Note: Log switches]
-# jitguard logs on a few named loggers (``LOGS``: ``recompiles``, ``guards``, ``dispatch``,
-# ``compile``, ``codegen``, ``trace``, ``torch``, ``store``, each ``jitguard.<name>``). ``JITGUARD_LOGS`` (read
+# jitguard logs on a few named loggers (``LOGS``: ``recompiles``, ``recompiles_verbose``,
+# ``guards``, ``dispatch``, ``compile``, ``codegen``, ``trace``, ``torch``, ``store``, each
+# ``jitguard.<name>``). ``JITGUARD_LOGS`` (read
 # once, when jitguard is imported) and ``set_logs(...)`` take the same text, the way
 # ``TORCH_LOGS`` does: names separated by commas, ``+name`` for DEBUG, ``-name`` for ERROR
 # only, a bare name for INFO, ``all`` for every name. A name that is turned on gets that
@@ -21,13 +22,14 @@ May import: nothing from jitguard (the standard library only).
 from __future__ import annotations
 
 import logging
-import os
 import re
 import sys
 import threading
 import time
 import warnings
 from typing import Optional, Union
+
+from . import env
 
 __all__ = [
     "ENV_VAR",
@@ -44,8 +46,11 @@ ENV_VAR = "JITGUARD_LOGS"
 
 # short name -> what it logs. Each is the logger ``jitguard.<name>``.
 LOGS: dict[str, str] = {
-    "recompiles": "why a function compiled again: every entry's failing guards (INFO); "
-    "entries dropped because an object they guarded died",
+    "recompiles": "why a function compiled again: each entry's first failing guard and "
+    "(+N more) (INFO), every failing guard (DEBUG: +recompiles); entries dropped because an "
+    "object they guarded died",
+    "recompiles_verbose": "why a function compiled again: every failing guard of every entry, "
+    "each with its user stack (INFO), in place of the recompiles message",
     "guards": "the guards of every new entry, one line each (INFO)",
     "dispatch": "misses and what served them (INFO); hits found off the fast path (DEBUG)",
     "compile": "every compile: its id, time, guard count and check cost (INFO)",
@@ -195,7 +200,7 @@ def turned_on() -> dict[str, int]:
 
 
 def _from_environment() -> None:
-    text = os.environ.get(ENV_VAR)
+    text = env.raw(ENV_VAR)
     if not text:
         return
     try:

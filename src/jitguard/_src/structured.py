@@ -1,6 +1,6 @@
 """Structured traces in the format tlparse reads: ``JITGUARD_TRACE=DIR`` or ``set_trace``.
 
-May import: nothing from jitguard (the standard library only).
+May import: env (the standard library otherwise).
 
 # [Note: Structured trace]
 # A trace is a text file of records, one per line: a glog-style prefix
@@ -35,6 +35,8 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, Optional, Protocol
+
+from . import env
 
 __all__ = [
     "ENV_VAR",
@@ -250,16 +252,21 @@ def emit(
     attempt: int = 0,
     payload: Any = None,
     where: str = "jitguard/_src/structured.py:0",
+    torch_writes: bool = False,
 ) -> None:
     """Write one record to every sink. ``metadata(intern)`` builds the event's metadata (it
     may intern file names); ``compile_id`` (anything with ``frame_id``,
     ``frame_compile_id``, ``compiled_autograd_id``) and ``attempt`` place it; ``payload``
-    (text, a list, a dict, or a function of ``intern`` returning one) follows it."""
+    (text, a list, a dict, or a function of ``intern`` returning one) follows it.
+    ``torch_writes``: torch writes this record into its own stream itself, so a sink that
+    writes there (``torch_stream = True``) is skipped."""
     if not _sinks:
         return
     per_sink = callable(payload)
     text = None if per_sink else format_payload(payload)
     for sink in list(_sinks):
+        if torch_writes and getattr(sink, "torch_stream", False):
+            continue
         try:
             if per_sink:
                 text = format_payload(payload(sink.intern))
@@ -287,9 +294,9 @@ def emit(
 
 
 def _from_environment() -> None:
-    directory = os.environ.get(ENV_VAR)
-    if directory:
-        set_trace(directory)
+    directory = env.directory(ENV_VAR)
+    if directory is not None:
+        set_trace(str(directory))
 
 
 _from_environment()

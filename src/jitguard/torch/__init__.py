@@ -25,6 +25,7 @@ from .._src.torch.api import capture_info as capture_info
 from .._src.torch.api import tensor_match as tensor_match
 from .._src.torch.compile import compile as compile
 from .._src.torch.compiled import EntryInfo as EntryInfo
+from .._src.torch.dynamo_cache import BackendCompilerFailed as BackendCompilerFailed
 from .._src.torch.module import buffer_source as buffer_source
 from .._src.torch.module import module_guards as module_guards
 from .._src.torch.module import module_path_source as module_path_source
@@ -36,6 +37,7 @@ from .._src.torch.state import torch_function_mode_types as torch_function_mode_
 from .._src.torch.tensor_match import dtype_name as dtype_name
 
 __all__ = [
+    "BackendCompilerFailed",
     "EntryInfo",
     "NN_MODULE_GLOBAL_HOOKS",
     "NN_MODULE_STATE",

@@ -70,7 +70,7 @@ def test_recompiles(records: pytest.LogCaptureFixture) -> None:
     fn_opt(x, ys[:1], zs)
 
     record_str = re.sub(r'"[^"]*"', "[file_path]", _text(records))
-    assert "len(L['ys']) == 3 failed: got 1" in record_str
+    assert "len(ys) == 3 failed: got 1" in record_str
     expected = f"""\
     - User stack trace:
     -   File [file_path], line {_line(outmost_fn, 1)}, in outmost_fn

@@ -2,9 +2,8 @@
 ``jitguard.torch.compile``, under their upstream names. Upstream passes a ``guard_fail_fn``
 to ``torch._dynamo.optimize`` and reads the first failure it is given; here the same text is
 read from the recompile's reasons (``jitguard.cache_of(f).reasons()``), which name the
-entry (``0/0: ...``) before the failure upstream prints. A tensor is named by its source
-(``tensor 'L['x']' size mismatch ...``) where torch prints the bare local (``tensor 'x'``),
-as in the other ports here."""
+entry (``0/0: ...``) before the failure upstream prints; locals are named as torch names
+them (``tensor 'x' size mismatch ...``), as in the other ports here."""
 
 from __future__ import annotations
 
@@ -64,7 +63,7 @@ def test_guard_failure_fn_shape_control() -> None:
     assert opt(torch.randn([5, 5]), torch.randn([5, 5])) == -1
     first = _first_failure(opt)
     assert first is not None
-    assert "tensor 'L['x']' size mismatch at index 0. expected 2, actual 5" in first.partition("\n")[0]
+    assert "tensor 'x' size mismatch at index 0. expected 2, actual 5" in first.partition("\n")[0]
 
 
 def test_guard_failure_fn2() -> None:
@@ -81,7 +80,7 @@ def test_guard_failure_fn2() -> None:
     assert torch._dynamo.config.assume_static_by_default
     first = _first_failure(opt)
     assert first is not None
-    assert "tensor 'L['x']' size mismatch at index 0. expected 2, actual 3" in first
+    assert "tensor 'x' size mismatch at index 0. expected 2, actual 3" in first
 
 
 def test_guard_failure_fn_tensor_iter() -> None:
@@ -135,7 +134,7 @@ def test_guard_sym_node_fstring_when_used() -> None:
         assert text == str(rows)
     first = _first_failure(opt)
     assert first is not None
-    assert "tensor 'L['x']' size mismatch at index 0" in first
+    assert "tensor 'x' size mismatch at index 0" in first
 
 
 

@@ -2,8 +2,8 @@
 each upstream scenario under its upstream name. Counts are torch's (a ``CompileCounter``
 backend); where upstream reads torch's recompile logs, the same information is asserted in
 jitguard's reasons (``jitguard.cache_of(f).reasons()``, the ``jitguard.recompiles``
-logger): which guard failed, on which source as the user wrote it (``L['a']``), expected
-and actual. Upstream's per-region entry lists (``_get_cache_entries_for_region``) become
+logger): which guard failed, on which source, named as torch names it (``tensor 'a'``),
+expected and actual. Upstream's per-region entry lists (``_get_cache_entries_for_region``) become
 ``jitguard.cache_of(wrapper).stats().entries``. Scenarios about Dynamo's frame hook
 (resume functions, graph breaks, per-code exec strategies, precompile entries) have no
 counterpart and are skipped with the reason."""
@@ -182,25 +182,25 @@ class TestRecompileUxTests:
             torch._dynamo.reset()
 
         a = torch.rand(3, 4, 5)
-        miss(a, a[0:2, :, :], "tensor 'L['a']' size mismatch at index 0. expected 3, actual 2")
+        miss(a, a[0:2, :, :], "tensor 'a' size mismatch at index 0. expected 3, actual 2")
         miss(
             a,
             a.clone().as_strided((3, 4, 5), stride=(1, 3, 12)),
-            "tensor 'L['a']' stride mismatch at index 0. expected 20, actual 1",
+            "tensor 'a' stride mismatch at index 0. expected 20, actual 1",
         )
-        miss(a, a[0, :, :], "tensor 'L['a']' rank mismatch. expected 3, actual 2")
+        miss(a, a[0, :, :], "tensor 'a' rank mismatch. expected 3, actual 2")
         # a meta tensor differs from a CPU one in its dispatch keys (torch names those) and its
         # device: either names the failing property
         miss(
             a,
             a.to("meta"),
-            "tensor 'L['a']' dispatch key set mismatch.",
-            "tensor 'L['a']' device mismatch. expected cpu, actual meta",
+            "tensor 'a' dispatch key set mismatch.",
+            "tensor 'a' device mismatch. expected cpu, actual meta",
         )
-        miss(a, a.to(torch.float16), "tensor 'L['a']' dtype mismatch. expected Float, actual Half")
+        miss(a, a.to(torch.float16), "tensor 'a' dtype mismatch. expected Float, actual Half")
         a_grad = a.clone()
         a_grad.requires_grad = True
-        miss(a, a_grad, "tensor 'L['a']' requires_grad mismatch. expected requires_grad=0")
+        miss(a, a_grad, "tensor 'a' requires_grad mismatch. expected requires_grad=0")
 
     def test_mismatched_type(self, recompile_log: pytest.LogCaptureFixture) -> None:
         """An int where a tensor was: the reason names the source and both types."""
@@ -215,7 +215,7 @@ class TestRecompileUxTests:
         recompile_log.clear()
         opt = jgt.compile(func, backend="eager")
         torch.testing.assert_close(opt(a, 1), a + 1)
-        wanted = "expected type of 'L['b']' to be <class 'torch.Tensor'>, but found <class 'int'>"
+        wanted = "expected type of 'b' to be <class 'torch.Tensor'>, but found <class 'int'>"
         reasons = jitguard.cache_of(opt).reasons()
         assert any(wanted in line for line in reasons), reasons
         messages = _recompile_messages(recompile_log)
@@ -236,7 +236,7 @@ class TestRecompileUxTests:
         opt = jgt.compile(func, backend="eager")
         torch.testing.assert_close(opt(a, b_tensor), a + b_tensor)
         wanted = (
-            "expected type of 'L['b']' to be <class 'torch.nn.parameter.Parameter'>, "
+            "expected type of 'b' to be <class 'torch.nn.parameter.Parameter'>, "
             "but found <class 'torch.Tensor'>"
         )
         reasons = jitguard.cache_of(opt).reasons()
@@ -273,7 +273,7 @@ class TestRecompileUxTests:
                 opt(torch.randn(8 + i))
         reasons = "\n".join(_new_reasons(opt, before))
         for expected in (11, 10, 9, 8):
-            line = f"tensor 'L['x']' size mismatch at index 0. expected {expected}, actual 12"
+            line = f"tensor 'x' size mismatch at index 0. expected {expected}, actual 12"
             assert line in reasons, reasons
 
     def test_multiple_guard_fails_report_all(self) -> None:
@@ -288,12 +288,12 @@ class TestRecompileUxTests:
             before = _reason_count(opt)
             assert opt([7, 8]).shape == (2, 8)
             reasons = "\n".join(_new_reasons(opt, before))
-            assert "len(L['x']) == 3" in reasons, reasons
+            assert "len(x) == 3" in reasons, reasons
             before = _reason_count(opt)
             assert opt([9]).shape == (1, 9)
             reasons = "\n".join(_new_reasons(opt, before))
-            assert "len(L['x']) == 2" in reasons, reasons
-            assert "len(L['x']) == 3" in reasons, reasons
+            assert "len(x) == 2" in reasons, reasons
+            assert "len(x) == 3" in reasons, reasons
 
     @pytest.mark.skip(
         reason="relies on Dynamo's frame hook running a helper's own compiled entry inside "
@@ -981,7 +981,7 @@ class TestIsolateRecompilesTests:
             opt(torch.randn(3))
             opt(torch.randn(4))
         reasons = jitguard.cache_of(opt).reasons()
-        assert any("L['x']" in line and "expected 3, actual 4" in line for line in reasons), reasons
+        assert any("tensor 'x'" in line and "expected 3, actual 4" in line for line in reasons), reasons
 
     def test_isolate_recompiles_reasons_include_all_default_entries(self) -> None:
         """With two shared entries, an isolated recompile reports each of them."""

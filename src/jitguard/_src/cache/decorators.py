@@ -1,7 +1,7 @@
 """The typed face of ``specialize``: ``jitguard.specialize`` keeps the wrapped function's
 signature for type checkers (``ParamSpec``, in ``typing`` from Python 3.10 on).
 
-May import: every ``cache`` module.
+May import: store.tiers, every ``cache`` module.
 
 ``specialize`` is typed by two overloads (a function, or no function: the decorator form)
 whose keyword options are the implementation's, one for one (tests/test_typing.py compares
@@ -32,7 +32,7 @@ def specialize(
     fn: Callable[_P, _R], /, *, compiler: Optional[Compiler] = ...,
     recompile_limit: Optional[int] = ..., on_limit: str = ..., automatic_dynamic: bool = ...,
     static: Iterable[SourceLike] = ..., dynamic: Iterable[SourceLike] = ...,
-    error_on_recompile: bool = ..., policy: PolicyLike = ..., global_state: bool = ...,
+    error_on_recompile: bool = ..., policy: PolicyLike = ..., global_state: Optional[bool] = ...,
     max_restarts: int = ..., maxsize: Optional[int] = ..., history: int = ...,
     store: StoreLike = ..., fallback: Optional[Callable[..., Any]] = ...,
 ) -> Callable[_P, _R]: ...
@@ -43,7 +43,7 @@ def specialize(
     fn: None = None, /, *, compiler: Optional[Compiler] = ...,
     recompile_limit: Optional[int] = ..., on_limit: str = ..., automatic_dynamic: bool = ...,
     static: Iterable[SourceLike] = ..., dynamic: Iterable[SourceLike] = ...,
-    error_on_recompile: bool = ..., policy: PolicyLike = ..., global_state: bool = ...,
+    error_on_recompile: bool = ..., policy: PolicyLike = ..., global_state: Optional[bool] = ...,
     max_restarts: int = ..., maxsize: Optional[int] = ..., history: int = ...,
     store: StoreLike = ..., fallback: Optional[Callable[..., Any]] = ...,
 ) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
@@ -60,7 +60,7 @@ def specialize(
     dynamic: Iterable[SourceLike] = (),
     error_on_recompile: bool = False,
     policy: PolicyLike = None,
-    global_state: bool = True,
+    global_state: Optional[bool] = None,
     max_restarts: int = 8,
     maxsize: Optional[int] = None,
     history: int = HISTORY,
@@ -83,7 +83,10 @@ def specialize(
     types arguments), ``"triton"`` (ints by ``INT_CLASS``, tensors and arrays by dtype and
     ``DATA_PTR_ALIGNED``, as Triton specializes a kernel; see [Note: Policy presets]) or an
     ``ArgPolicy``. ``global_state``:
-    guard the registered global states. ``maxsize``: keep at most that many entries,
+    guard the registered global states: None (the default) the application's always and a
+    library's (torch's) only where it is in play (a tensor or module among the arguments, or
+    a compiler whose ``reads_global_states`` says so), True every one, False none (see
+    [Note: Global states in play]). ``maxsize``: keep at most that many entries,
     evicting the least recently used (see [Note: maxsize]; ``recompile_limit`` then
     defaults to None, no limit; both None: an unbounded cache). ``history``: how many
     recompile records to keep (the last ones; every one is counted). ``store``: keep the
@@ -95,7 +98,9 @@ def specialize(
 
         @specialize(compiler=compile_add)       # policy="values": scalars by value
         def add(x, y): ...
-        add(1, 2); add(3, 4)                    # two entries: x == 1 ..., x == 3 ...
+        add(1, 2); add(3, 4)                    # two entries: x == 1, y == 2; then x and
+                                                # y changed, so automatic dynamic makes
+                                                # them dynamic: type(x) is int, type(y) is int
 
         @specialize(compiler=compile_add, policy="types")
         def add(x, y): ...

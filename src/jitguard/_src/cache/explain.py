@@ -12,7 +12,8 @@ May import: cache.decorators, cache.observe, cache.specialize, cache.stats (and 
 # counters (hits, misses, compiles, fallbacks, ...); every compile, kept or not, with its
 # time and outcome; the guard that rejected calls most often; every recompile's reasons;
 # with a store, its key, which tier each loaded entry came from, and every stored entry's
-# fate: loaded, rejected, stale, saved, not stored ([Note: Persistent entries]). ``str()`` is a readable report (at most ``max_guards`` checks per entry, the
+# fate: loaded, rejected, stale, saved, not stored ([Note: Persistent entries]); the
+# advice, one per source that churns ([Note: Recompile advice]). ``str()`` is a readable report (at most ``max_guards`` checks per entry, the
 # rest counted), ``as_dict()``/``to_json()`` the whole of it.
 """
 
@@ -72,6 +73,10 @@ class Explanation:
             f"{s['compiles']} (recompiles {s['recompiles']}, failed {s['failures']}), "
             f"fallbacks {s['fallbacks']}, invalidated {s['invalidations']}"
         )
+        if s.get("capture_failures") or s.get("backend_failures"):
+            out.append(f"  capture failures {s['capture_failures']} (served by Dynamo's frame "
+                       f"path: {s['frame_path']} entries), backend failures "
+                       f"{s['backend_failures']}")
         top = d["most_rejecting_guard"]
         if top is not None:
             out.append(
@@ -88,6 +93,11 @@ class Explanation:
                 f"check {_us(e['check_cost_ns'])} per call, {made}, "
                 f"specificity {e['specificity']}{dynamic}{state}"
             )
+            layer = e.get("guard_layer")
+            if layer:
+                out.append(f"    guards: {layer['layer']}: {layer['why']}")
+                if layer.get("pieces"):
+                    out.append(f"    pieces: {layer['pieces']}")
             guards = e["guards"]
             for g in guards[: self.max_guards]:
                 failed = g.get("failures", 0)
@@ -119,6 +129,20 @@ class Explanation:
         if d.get("store"):
             out.append(f"  store {d['store']['key']}:")
             out.extend(f"    {line}" for line in d["store"]["events"])
+        if d.get("advice"):
+            out.append("  advice:")
+            for a in d["advice"]:
+                out.append(f"    {a['source']}: {a['message']}")
+                ev = a["evidence"]
+                values = f"; values seen: {', '.join(ev['values'])}" if ev["values"] else ""
+                limit = (f" (recompile limit {ev['limit']} hit)"
+                         if ev["limit"] is not None else "")
+                n = ev["recompiles"]
+                out.append(f"      evidence: {n} recompile{'' if n == 1 else 's'}{limit}{values}")
+                if a["fix"]:
+                    fix = a["fix"].splitlines()
+                    out.append(f"      fix: {fix[0]}")
+                    out.extend(f"           {line}" for line in fix[1:])
         if d["recompiles"]:
             out.append("  recompiles:")
             for r in d["recompiles"]:
@@ -133,7 +157,8 @@ class Explanation:
         return f"<Explanation {self.data['function']}: {len(self.data['entries'])} entries>"
 
 
-def _entry(entry: Any, info: Any, loaded: dict[Optional[str], Any]) -> dict[str, Any]:
+def _entry(entry: Any, info: Any, loaded: dict[Optional[str], Any],
+           layer: Optional[dict[str, str]] = None) -> dict[str, Any]:
     counts = dict(entry.failure_counts)
     guards = []
     for leaf in entry.check.leaves:
@@ -159,6 +184,7 @@ def _entry(entry: Any, info: Any, loaded: dict[Optional[str], Any]) -> dict[str,
         ),
         "failure_counts": counts,
         "guards": guards,
+        "guard_layer": layer,
     }
 
 
@@ -185,8 +211,11 @@ def explain(f: Union[Callable[..., Any], FunctionCache], *, max_guards: int = 50
             "recompiles": stats.recompiles, "restarts": stats.restarts,
             "failures": stats.failures, "fallbacks": stats.fallbacks,
             "invalidations": stats.invalidations, "entries": stats.entries,
+            "capture_failures": stats.capture_failures,
+            "backend_failures": stats.backend_failures, "frame_path": stats.frame_path,
         },
-        "entries": [_entry(e, cache.compile_info(e), loaded) for e in cache.entries()],
+        "entries": [_entry(e, cache.compile_info(e), loaded, cache.guard_layer(e))
+                    for e in cache.entries()],
         "compiles": [info.as_dict() for info in cache.compile_infos()],
         "guard_failure_counts": counts,
         "rejections": rejections,
@@ -194,6 +223,7 @@ def explain(f: Union[Callable[..., Any], FunctionCache], *, max_guards: int = 50
         "store": None if cache.store_key is None else {
             "key": cache.store_key, "events": [str(e) for e in events],
         },
+        "advice": [a.as_dict() for a in cache.advice()],
         "recompiles": [
             {
                 "compile_id": None if r.compile_id is None else str(r.compile_id),

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..dispatch.entry import CacheEntry
+from ..dispatch.snapshot import Snapshot
 from ..guards import Source
 from ..ids import CompileId
-from .dispatch import Snapshot
-from .entry import CacheEntry
+from .advice import Advice, advise
 from .observe import CompileInfo, CompileLog
 from .persist import Persistence, StoreEvent
 from .reasons import RecompileHistory, RecompileRecord
@@ -29,6 +30,8 @@ class CacheInspection:
     ``FunctionCache.__init__`` ([Note: The call path])."""
 
     where: str
+    # What the advisor's rules are told the function was compiled with.
+    advice_frontend = "specialize"
     _snapshot: Snapshot
     _entries: dict[int, CacheEntry]
     _history: RecompileHistory
@@ -64,6 +67,13 @@ class CacheInspection:
     def reasons(self) -> list[str]:
         """Every reason line of the recompiles kept, oldest first."""
         return [line for record in self._history.records() for line in record.reasons()]
+
+    def advice(self, *, threshold: Optional[int] = None) -> list[Advice]:
+        """What to change so that this function stops recompiling: one ``Advice`` per source
+        that churns (caused at least ``threshold`` recompiles, default
+        ``jitguard.config.advice_threshold``, or used up the recompile limit), most
+        recompiles first; [] without churn. See [Note: Recompile advice]."""
+        return advise(self, threshold=threshold)
 
     def compile_infos(self) -> tuple[CompileInfo, ...]:
         """The last ``history`` compiles, oldest first: id, outcome, compile time, guard
@@ -110,6 +120,12 @@ class CacheInspection:
             entries=sum(1 for e in entries if e.valid),
             evictions=counts["evictions"],
         )
+
+    def guard_layer(self, entry: CacheEntry) -> Optional[dict[str, str]]:
+        """Which guards decide ``entry``'s calls and why (``{"layer", "why"}``), for a cache
+        whose entries are not all decided by jitguard's own check (``jitguard.torch.compile``
+        says so per entry); None: jitguard's check, nothing more to say."""
+        return None
 
     def store_events(self) -> tuple[StoreEvent, ...]:
         """What happened to this function's stored entries, oldest first: loaded, rejected

@@ -4,7 +4,7 @@ cache.specialize, from "decide between compiling"). ``FunctionCache._miss`` call
 the function's compile lock; it reads and updates the cache's private state.
 
 May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` module except
-cache.specialize (but its ``FunctionCache`` for typing) and cache.decorators.
+cache.specialize and cache.decorators; cache.specialize for types only (its ``FunctionCache``).
 """
 
 from __future__ import annotations
@@ -15,11 +15,19 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..dispatch.entry import CacheEntry
 from ..guards import Source
-from .compile import int_value_sources
-from .entry import CacheEntry
+from .advice import announce, limit_advice
+from .job import int_value_sources
 from .observe import dispatch_log
-from .reasons import EXPLAINED, RecompileRecord, format_recompile, keepable, log
+from .reasons import (
+    EXPLAINED,
+    RecompileRecord,
+    format_recompile,
+    keepable,
+    log,
+    recompile_logger,
+)
 from .stance import refuse
 
 if TYPE_CHECKING:
@@ -71,10 +79,13 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
         past_limit=past_limit, forbidden=cache.error_on_recompile, limit=reached,
         on_limit=cache.on_limit,
         fallback=cache.fallback if cache.fallback is not cache.fn else None,
+        torch_names=cache.torch_names,
+        advice=limit_advice(cache),
     )
     if refused is not None:  # past the limit, falling back: warned once, now
         cache._warned = True
         cache._history.add(refused)
+        announce(cache, None)  # [Note: Recompile advice]
         cache._counters.bump("fallbacks")
         return cache.fallback
     record: Optional[RecompileRecord] = None
@@ -82,10 +93,11 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
         # [Note: Recompile reasons]: explained when read, unless the values may change.
         if keepable(values):
             record = RecompileRecord(None, pending=covered, values=values,
-                                     unexplained=unexplained)
+                                     unexplained=unexplained, torch_names=cache.torch_names)
         else:
             record = RecompileRecord.explained_now(None, covered, values,
-                                                   unexplained=unexplained)
+                                                   unexplained=unexplained,
+                                                   torch_names=cache.torch_names)
     made_dynamic: frozenset[Source] = frozenset()
     if record is not None and cache.automatic_dynamic:
         made_dynamic = int_value_sources(covered, record.entries, values,
@@ -95,10 +107,12 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
     names = tuple(sorted(s.name() for s in made_dynamic))
     if record is not None:
         record.made_dynamic = names
-        if log.isEnabledFor(logging.INFO):
-            log.info("%s", format_recompile(cache.where, compile_id, record.entries, names,
-                                            unexplained, user_stack=True,
-                                            fn_frame=cache._job.frame))
+        logger, verbose = recompile_logger()
+        if logger is not None:
+            logger.info("%s", format_recompile(cache.where, compile_id, record.entries, names,
+                                               unexplained, user_stack=True,
+                                               fn_frame=cache._job.frame, verbose=verbose,
+                                               torch_names=cache.torch_names))
     compiling = _compiling()
     compiling.add(id(cache))
     cache_size = len(cache._snapshot)
@@ -145,6 +159,8 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
     # [Note: Compile events]; the compile log and the guards log say the rest.
     cache._compile_log.compiled(compile_id, started, values, entry, cache_size=cache_size,
                                 record=record)
+    if record is not None:
+        announce(cache, compile_id)  # [Note: Recompile advice]
     if cache.maxsize is not None:
         cache._evict_over(cache.maxsize)
     return entry.artifact

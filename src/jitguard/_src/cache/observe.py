@@ -2,7 +2,7 @@
 ``compile``/``guards``/``dispatch`` logs, the structured trace events, and the warning for
 a guard set that grew too large.
 
-May import: config, errors, integrations, structured, ids, guards, compiler.*, cache.entry,
+May import: config, errors, integrations, structured, ids, guards, compiler.*, dispatch.entry,
 cache.reasons.
 
 # [Note: Compile events]
@@ -57,11 +57,11 @@ from typing import Any, Optional
 from .. import structured
 from ..compiler.builder import Leaf
 from ..config import config
+from ..dispatch.entry import CacheEntry
 from ..errors import LargeGuardSetWarning
 from ..guards import ChainedSource, Source
 from ..ids import CompileId
 from ..integrations import ensure_loaded
-from .entry import CacheEntry
 from .reasons import RecompileRecord
 
 __all__ = [

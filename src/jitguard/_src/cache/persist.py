@@ -1,7 +1,7 @@
 """Persistent entries of one ``FunctionCache``: stored entries loaded into it, compiled ones
 saved from it.
 
-May import: errors, guards, compiler.*, store.*, cache.entry.
+May import: errors, guards, compiler.*, store.*, dispatch.entry.
 
 # [Note: Persistent entries]
 # With a store (``specialize(..., store=...)``, or ``JITGUARD_STORE``), a function's
@@ -65,12 +65,12 @@ from ..compiler.schema import (
     source_from_json,
     source_to_json,
 )
+from ..dispatch.entry import CacheEntry
 from ..errors import GuardSchemaError, StoreWarning
 from ..guards import Source
 from ..store.codec import RecordError, StoredRecord
 from ..store.keys import entry_id, environment, function_identity, function_key
 from ..store.tiers import Fetched, Store, resolve_store, store_log, warn
-from .entry import CacheEntry
 
 __all__ = ["Loaded", "Persistence", "StoreEvent", "load_stored", "open_persistence"]
 
@@ -148,7 +148,7 @@ def open_persistence(fn: Any, compiler: Any, spec: Any, where: str,
     once, see [Note: Persistent entries] 1). ``watched``: the function whose code the
     entries come from, when it is not ``fn`` itself."""
     store, explicit = resolve_store(spec)
-    if store is None:
+    if store is None or not store.usable:  # a store that cannot be opened warned already
         return None
     why = None
     if not (callable(getattr(compiler, "serialize", None))

@@ -1,7 +1,7 @@
 """Recompile reasons: why the entries closest to a call rejected it, as records computed
 when read, log lines, per-guard counts, and the bounded history that keeps them.
 
-May import: _util, ids, compiler.reference, cache.entry.
+May import: _util, ids, compiler.reference, dispatch.entry.
 
 # [Note: Recompile reasons]
 # On a miss with entries present, the reasons cover the entries *closest* to the call
@@ -9,13 +9,19 @@ May import: _util, ids, compiler.reference, cache.entry.
 # others, at most ``EXPLAINED`` of them; the other entries are reported as a count
 # (``RecompileRecord.unexplained``). Each failure of a covered entry becomes a line
 # ``"<entry's compile id>: <reason>"``, e.g. ``0/0: L['n'] == 7 failed: got 8``, the form
-# torch.compile users know (sources keep their ``L[...]`` names), covered entries in
-# dispatch order. A guard on a closure variable's cell names the variable
-# (``... (HINT: guard on "n")``). The logged message also gives, under each failure, the
-# user stack its guard was installed at when one is known beyond the function's own
-# definition (``User stack trace:`` and one line per frame and source line, as torch's
-# recompile log; a traced guard of jitguard.torch has one); ``reasons()`` stays one line
-# per failure.
+# torch.compile users know, covered entries in dispatch order, each text once. A source
+# that cannot be read because a guard on it or its base failed is no reason of its own
+# (``explain_leaves``). A function of the torch frontend names locals as torch does
+# (``tensor 'x' ...``, ``len(xs) == 3``: ``torch_names``, ``display``); ``specialize``'s
+# keep their sources' names (``L['n']``). A guard on a closure variable's cell names the
+# variable (``... (HINT: guard on "n")``). The logged message is as short as torch's: per
+# entry, its first failure and ``(+N more)``; every failure with the ``recompiles`` log at
+# DEBUG (``+recompiles``) or the ``recompiles_verbose`` log on (which then gets the message
+# instead). Under each failure shown it gives the user stack its guard was installed at
+# (``User stack trace:`` and one line per frame and source line, as torch's recompile log),
+# user frames only: frames in jitguard's or torch's own files (``hide_frames_under``) and
+# the function's own definition are left out, and a stack with no frame left is not shown.
+# ``reasons()`` stays one line per failure.
 #
 # The explanation is lazy, so that a miss costs the same with 10 entries as with 10,000:
 # the record keeps the covered entries weakly and the call's values, and explains them
@@ -39,15 +45,16 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import traceback
+import os
+import re
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 from .._util import is_scalar_type
 from ..compiler.reference import GuardFailure
+from ..dispatch.entry import CacheEntry
 from ..ids import CompileId
-from .entry import CacheEntry
 
 __all__ = [
     "EXPLAINED",
@@ -55,13 +62,19 @@ __all__ = [
     "RecompileHistory",
     "RecompileRecord",
     "collect_failures",
+    "display",
     "failure_key",
     "format_recompile",
+    "hide_frames_under",
     "keepable",
     "log",
+    "recompile_logger",
+    "verbose_log",
 ]
 
 log = logging.getLogger("jitguard.recompiles")
+# Every failure of every entry, each with its user stack ([Note: Recompile reasons]).
+verbose_log = logging.getLogger("jitguard.recompiles_verbose")
 
 # How many entries (the closest to the call) a recompile's reasons cover.
 EXPLAINED = 8
@@ -94,22 +107,82 @@ class EntryFailures:
     compile_id: Any
     failures: tuple[GuardFailure, ...]
 
-    def lines(self, *, user_stack: bool = False, fn_frame: Any = None) -> list[str]:
-        """One line per failure; with ``user_stack``, each failure is followed by the user
-        stack its guard was installed at, when known (``User stack trace:`` then its frames,
-        one line each, as torch.compile's recompile log shows it). Frames that are only
-        ``fn_frame`` (the compiled function's own definition, all a specialized function's
-        guards carry) say nothing and are left out."""
-        if not self.failures:
-            return [f"{self.compile_id}: (no guard failed when re-evaluated)"]
+    def shown(self) -> list[GuardFailure]:
+        """The failures as reasons: each text once, in check order."""
+        seen: set[str] = set()
         out = []
         for f in self.failures:
-            if user_stack and f.user_stack and fn_frame is not None:
-                kept = [fr for fr in f.user_stack if not _same_frame(fr, fn_frame)]
-                f = dataclasses.replace(f, user_stack=traceback.StackSummary.from_list(kept))
-            text = f.format(user_stack=user_stack)
+            if f.reason not in seen:
+                seen.add(f.reason)
+                out.append(f)
+        return out
+
+    def lines(self, *, user_stack: bool = False, fn_frame: Any = None,
+              first_only: bool = False, torch_names: bool = False) -> list[str]:
+        """One line per failure (each text once; with ``torch_names``, locals named as
+        torch.compile names them, see ``display``); with ``first_only``, the first failure and ``(+N more)``. With
+        ``user_stack``, each failure shown is followed by the user stack its guard was
+        installed at, user frames only (``User stack trace:`` then its frames, one line
+        each, as torch.compile's recompile log shows it): frames in a library's own files
+        (jitguard's, torch's: ``hide_frames_under``) and frames that are only ``fn_frame``
+        (the compiled function's own definition, all a specialized function's guards
+        carry) are left out, and a stack with no frame left is not shown."""
+        failures = self.shown()
+        if not failures:
+            return [f"{self.compile_id}: (no guard failed when re-evaluated)"]
+        more = 0
+        if first_only:
+            failures, more = failures[:1], len(failures) - 1
+        out = []
+        for f in failures:
+            text = display(f.reason) if torch_names else f.reason
+            if more:
+                text += f" (+{more} more)"
+            if user_stack and f.user_stack:
+                frames = [fr for fr in f.user_stack if _user_frame(fr, fn_frame)]
+                text += _format_stack(frames)
             out.extend(f"{self.compile_id}: {text}".splitlines())
         return out
+
+
+# [Note: Recompile reasons], the names: ``L['x']`` is written ``x``, as torch writes it.
+_LOCAL = re.compile(r"(?<![\w\].])L\[\s*(['\"])(.*?)\1\s*\]")
+
+
+def display(text: str) -> str:
+    """A reason as torch.compile writes it: every local ``L['name']`` as ``name``."""
+    return _LOCAL.sub(r"\2", text) if "L[" in text else text
+
+
+# Directories whose frames are a library's, not the user's (see ``lines``).
+_LIBRARY_DIRS: list[str] = [
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+]
+
+
+def hide_frames_under(directory: str) -> None:
+    """Leave frames in files under ``directory`` (a library's own) out of user stacks."""
+    prefix = os.path.join(os.path.abspath(directory), "")
+    if prefix not in _LIBRARY_DIRS:
+        _LIBRARY_DIRS.append(prefix)
+
+
+def _user_frame(frame: Any, fn_frame: Any) -> bool:
+    if fn_frame is not None and _same_frame(frame, fn_frame):
+        return False
+    filename = os.path.abspath(frame.filename) if frame.filename else ""
+    return not filename.startswith(tuple(_LIBRARY_DIRS))
+
+
+def _format_stack(frames: Sequence[Any]) -> str:
+    if not frames:
+        return ""
+    lines = []
+    for frame in frames:
+        lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
+        if frame.line:
+            lines.append(f"    {frame.line.strip()}")
+    return "\nUser stack trace:\n" + "\n".join(lines)
 
 
 def _same_frame(a: Any, b: Any) -> bool:
@@ -154,6 +227,7 @@ class RecompileRecord:
         "compile_id",
         "made_dynamic",
         "outcome",
+        "torch_names",
         "unexplained",
     )
 
@@ -167,8 +241,11 @@ class RecompileRecord:
         pending: Sequence[CacheEntry] = (),
         values: Optional[tuple[Any, ...]] = None,
         unexplained: int = 0,
+        torch_names: bool = False,
     ) -> None:
         self.compile_id = compile_id
+        # the reasons name locals as torch.compile does (``display``)
+        self.torch_names = torch_names
         self.made_dynamic = made_dynamic
         self.outcome = outcome
         self.unexplained = unexplained
@@ -184,11 +261,11 @@ class RecompileRecord:
     def explained_now(
         cls, compile_id: Optional[CompileId], covered: Sequence[CacheEntry],
         values: tuple[Any, ...], *, unexplained: int = 0, made_dynamic: tuple[str, ...] = (),
-        outcome: str = "compiled",
+        outcome: str = "compiled", torch_names: bool = False,
     ) -> RecompileRecord:
         """A record explained at once: values that may change are not kept."""
         return cls(compile_id, collect_failures(covered, values), made_dynamic, outcome,
-                   unexplained=unexplained)
+                   unexplained=unexplained, torch_names=torch_names)
 
     @property
     def explained(self) -> bool:
@@ -209,8 +286,9 @@ class RecompileRecord:
         return entries
 
     def reasons(self) -> list[str]:
-        """One ``"<compile id>: <reason>"`` line per failing guard, entries in dispatch order."""
-        return [line for e in self.entries for line in e.lines()]
+        """One ``"<compile id>: <reason>"`` line per failing guard (each text once),
+        entries in dispatch order."""
+        return [line for e in self.entries for line in e.lines(torch_names=self.torch_names)]
 
     def __str__(self) -> str:
         text = "; ".join(self.reasons())
@@ -285,16 +363,29 @@ class RecompileHistory:
 def format_recompile(
     what: str, compile_id: Optional[CompileId], per_entry: Iterable[EntryFailures],
     made_dynamic: Sequence[str] = (), unexplained: int = 0, *, user_stack: bool = False,
-    fn_frame: Any = None,
+    fn_frame: Any = None, verbose: bool = False, torch_names: bool = False,
 ) -> str:
-    """The message for one recompile (with ``user_stack``, each failure's user stack, less
+    """The message for one recompile: per entry, its first failure and ``(+N more)``, or
+    with ``verbose`` every failure (with ``user_stack``, each failure's user stack, less
     ``fn_frame``: see ``EntryFailures.lines``)."""
     head = f"Recompiling function {what}" + (f" as {compile_id}" if compile_id else "")
     lines = [head, "    triggered by the following guard failure(s):"]
     lines += [f"    - {line}" for e in per_entry
-              for line in e.lines(user_stack=user_stack, fn_frame=fn_frame)]
+              for line in e.lines(user_stack=user_stack, fn_frame=fn_frame,
+                                  first_only=not verbose, torch_names=torch_names)]
     if unexplained:
         lines.append(f"    {_others(unexplained)}")
     if made_dynamic:
         lines.append(f"    now dynamic (an int changed value): {', '.join(made_dynamic)}")
     return "\n".join(lines)
+
+
+def recompile_logger() -> tuple[Optional[logging.Logger], bool]:
+    """Where a recompile's message goes now, and whether it is the verbose one: the
+    ``recompiles_verbose`` log when it is on, else ``recompiles`` (verbose at DEBUG, as
+    ``+recompiles``), else nowhere (None)."""
+    if verbose_log.isEnabledFor(logging.INFO):
+        return verbose_log, True
+    if log.isEnabledFor(logging.INFO):
+        return log, log.isEnabledFor(logging.DEBUG)
+    return None, False

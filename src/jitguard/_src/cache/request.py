@@ -1,7 +1,7 @@
 """What the user's compiler is given (``CompileRequest``) and how it asks to start over
 (``RestartCompile``, which lives in ``errors``).
 
-May import: errors, global_state, guards, ids, sources, contexts, cache.signature,
+May import: errors, global_state, guards, ids, sources, contexts, dispatch.signature,
 cache.policy.
 
 # [Note: The compiler contract]
@@ -34,13 +34,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn, Optional, Union
 
 from ..contexts import CompileContext, TracingContext
+from ..dispatch.signature import Signature
 from ..errors import JitGuardError, RestartCompile
 from ..global_state import global_states
 from ..guards import GuardEnvExpr, Source
 from ..ids import CompileId, TraceId
 from ..sources import LocalSource
 from .policy import ArgContext, root_name
-from .signature import Signature
 
 __all__ = ["CompileRequest", "RestartCompile"]
 

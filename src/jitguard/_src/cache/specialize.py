@@ -48,15 +48,16 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, Optional, ParamSpec, TypeVar, Union
 
 from .._util import wrapped_chain
+from ..dispatch.dispatcher import Dispatcher, Layout, compute_layout
+from ..dispatch.entry import CacheEntry
+from ..dispatch.layout import note_static_types
+from ..dispatch.lru import Lru
+from ..dispatch.signature import Signature
+from ..dispatch.snapshot import RESCAN_BELOW, Snapshot, build_snapshot, choose_dims
 from ..guards import Source
 from ..ids import CompileId
-from .compile import CompileJob, identity_compiler
-from .dispatch import RESCAN_BELOW, Snapshot, build_snapshot, choose_dims
-from .entry import CacheEntry
 from .inspection import CacheInspection
-from .keys import Dispatcher, Layout, compute_layout
-from .layout import note_static_types
-from .lru import Lru
+from .job import CompileJob, identity_compiler
 from .miss import in_own_compile, serve_miss
 from .observe import CompileLog, dispatch_log
 from .persist import Persistence, load_stored, open_persistence
@@ -64,7 +65,6 @@ from .policy import ArgPolicy, root_name
 from .presets import resolve_policy
 from .reasons import HISTORY, RecompileHistory, log
 from .request import CompileRequest, SourceLike, as_source
-from .signature import Signature
 from .stance import check_on_limit
 from .stats import Counters, track
 
@@ -90,6 +90,10 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     miss). See [Note: The call path].
     """
 
+    # Recompile reasons name locals as torch.compile does (``x``, not ``L['x']``): set by
+    # the torch frontend's cache ([Note: Recompile reasons]).
+    torch_names = False
+
     def __init__(
         self,
         fn: Callable[_P, _R],
@@ -102,7 +106,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         dynamic: Iterable[SourceLike] = (),
         error_on_recompile: bool = False,
         policy: Union[ArgPolicy, str, None] = None,
-        global_state: bool = True,
+        global_state: Optional[bool] = None,
         max_restarts: int = 8,
         maxsize: Optional[int] = None,
         history: int = HISTORY,
@@ -208,6 +212,8 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
             self._lru.clear()
         self._warned = False
         self._dirty = False
+        # (source, rule, at the limit) of each advice logged ([Note: Recompile advice])
+        self._advised: set[tuple[str, str, bool]] = set()
 
     def _declared(self, names: Iterable[SourceLike], what: str) -> frozenset[Source]:
         if isinstance(names, str):

@@ -1,7 +1,7 @@
 """Limits and stances: how many entries a function may make, and what happens past that,
 or when recompiling is forbidden.
 
-May import: errors, cache.entry, cache.reasons.
+May import: errors, dispatch.entry, cache.reasons.
 
 ``RecompileError``, ``RecompileLimitError`` and ``RecompileLimitWarning`` live in ``errors``
 (imported here under their old names too).
@@ -26,11 +26,11 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Optional, Union
 
+from ..dispatch.entry import CacheEntry
 from ..errors import RecompileError, RecompileLimitError, RecompileLimitWarning
-from .entry import CacheEntry
 from .reasons import RecompileRecord, format_recompile, log
 
 __all__ = [
@@ -94,7 +94,7 @@ def recompiles_forbidden() -> bool:
 
 
 def limit_message(what: str, limit: Union[int, str, None], reasons: Sequence[str], on_limit: OnLimit,
-                  fallback: Any = None) -> str:
+                  fallback: Any = None, advice: Sequence[str] = ()) -> str:
     if on_limit == "raise":
         then = "the call raises (on_limit='raise')"
     elif fallback is not None:
@@ -103,6 +103,8 @@ def limit_message(what: str, limit: Union[int, str, None], reasons: Sequence[str
         then = "it now runs uncompiled on a miss"
     lines = [f"{what} hit its recompile limit ({limit}); {then}. Last reasons:"]
     lines += [f"    - {r}" for r in reasons] or ["    (none)"]
+    if advice:
+        lines += ["Advice:", *advice]
     return "\n".join(lines)
 
 
@@ -110,30 +112,34 @@ def refuse(
     where: str, covered: Sequence[CacheEntry], values: tuple[Any, ...], *, unexplained: int,
     recompile: bool, past_limit: bool, forbidden: bool, limit: Union[int, str, None],
     on_limit: OnLimit,
-    fallback: Any = None,
+    fallback: Any = None, torch_names: bool = False,
+    advice: Optional[Callable[[RecompileRecord], Sequence[str]]] = None,
 ) -> Optional[RecompileRecord]:
     """Decide a miss before compiling: raise ``RecompileError`` where recompiling is
     forbidden, ``RecompileLimitError`` past the limit with ``on_limit="raise"``; past the
     limit with ``"fallback"``, warn (the caller does this once) and return the record of the
     refused recompile; else None (compile). The reasons cover ``covered`` (the entries
     closest to the call, see [Note: Recompile reasons]), explained here: this path is
-    taken once per function, or raises."""
+    taken once per function, or raises. ``advice(record)`` gives the lines of advice that end
+    the limit's message ([Note: Recompile advice])."""
     if recompile and (forbidden or recompiles_forbidden()):
         record = RecompileRecord.explained_now(None, covered, values, unexplained=unexplained,
-                                               outcome="forbidden")
+                                               outcome="forbidden", torch_names=torch_names)
         raise RecompileError(
-            format_recompile(where, None, record.entries, unexplained=unexplained)
+            format_recompile(where, None, record.entries, unexplained=unexplained, verbose=True,
+                             torch_names=torch_names)
             + "\n    but recompiling is forbidden here (no_recompiles / error_on_recompile)",
             record,
         )
     if not past_limit:
         return None
     record = RecompileRecord.explained_now(None, covered, values, unexplained=unexplained,
-                                           outcome="limit")
+                                           outcome="limit", torch_names=torch_names)
     reasons = record.reasons()
     if unexplained:
         reasons.append(f"(and {unexplained} other entries, not explained)")
-    message = limit_message(where, limit, reasons, on_limit, fallback)
+    message = limit_message(where, limit, reasons, on_limit, fallback,
+                            advice(record) if advice is not None else ())
     if on_limit == "raise":
         raise RecompileLimitError(message, record)
     # Logged at INFO: the warning is what users see; at WARNING, logging's last-resort

@@ -43,8 +43,11 @@ class CacheStats:
     entries dropped because an object they guarded by identity died. ``evictions``: entries
     evicted by ``maxsize`` (least recently used first). ``entries``: entries held now.
     Set by ``jitguard.torch.compile`` only (0 elsewhere): ``capture_failures`` (captures
-    that failed, the function then running eagerly) and ``delegated`` (entries now held
-    whose check hands some guards to torch's guard tree).
+    that were not one graph, the function then served by Dynamo's frame path),
+    ``backend_failures`` (compiles whose backend raised or returned no callable),
+    ``delegated`` (entries now held whose check hands some guards to torch's guard tree) and
+    ``frame_path`` (entries now held whose calls Dynamo's frame path serves, torch's guards
+    deciding).
     """
 
     hits: int = 0
@@ -59,6 +62,8 @@ class CacheStats:
     evictions: int = 0
     capture_failures: int = 0
     delegated: int = 0
+    backend_failures: int = 0
+    frame_path: int = 0
 
     def __add__(self, other: CacheStats) -> CacheStats:
         return CacheStats(

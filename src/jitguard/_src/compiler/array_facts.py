@@ -324,7 +324,7 @@ def array_fact(x: Any, layout: bool = True, aligned: bool = False) -> tuple[Any,
 # The flags a fact reads, by ``sel`` = layout | aligned << 1: WRITEABLE, the contiguity bits
 # with ``layout``, ALIGNED with ``aligned``. A code is ``flags & mask | sel << 4 | ndim << 16``
 # (bits 4-5 are never in a mask): one code, one fact, for one (immutable) dtype. The C path
-# computes the same codes (_speedups_tokens.c.h).
+# computes the same codes (_speedups/tokens.c.h).
 _MASKS = (_WRITEABLE, _WRITEABLE | 3, _WRITEABLE | _ALIGNED, _WRITEABLE | _ALIGNED | 3)
 MASKS = _MASKS  # the dispatcher's inline copy of array_token's hot path uses them too
 

@@ -2,7 +2,7 @@
 source's value in the frame being compiled, lets the kind decide its params, and collects
 the resulting leaves for code generation.
 
-May import: errors, guards, sources, compiler.kinds, compiler.builtin_kinds.
+May import: errors, guards, sources, compiler.kinds, compiler.builtin_kinds, compiler.identity_kinds.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from ..errors import GuardCompileError, GuardKindError, UnreadableSourceError
 from ..guards import ChainedSource, DuplicateInputs, Guard, GuardBuilderBase, GuardEnvExpr, Source
+from .identity_kinds import DuplicateInput
 from .kinds import GuardKind, RelationalKind, create_fn_for, get_guard_kind
 
 __all__ = ["GuardBuilder", "Leaf", "register_env_expr_handler"]
@@ -171,7 +172,7 @@ class GuardBuilder(GuardBuilderBase, metaclass=_BuilderType):
 
 
 def _duplicate_inputs(builder: GuardBuilder, expr: DuplicateInputs) -> None:
-    kind, _ = get_guard_kind(create_fn_for("DUPLICATE_INPUT"))
+    kind, _ = get_guard_kind(create_fn_for(DuplicateInput.name))
     sources = (expr.input_source_a, expr.input_source_b)
     for s in sources:
         builder.get(s)

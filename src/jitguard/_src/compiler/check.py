@@ -286,6 +286,16 @@ def _compile_guards(
     name: str,
     check_frame: bool,
 ) -> CheckFunction:
+    if isinstance(guards, (str, bytes)) or not hasattr(guards, "__iter__"):
+        raise TypeError(
+            f"compile_guards takes an iterable of Guards (source.make_guard(GuardBuilder.KIND)), "
+            f"got {type(guards).__name__} {guards!r}")
+    guards = list(guards)
+    for i, guard in enumerate(guards):
+        if not isinstance(guard, Guard):
+            raise TypeError(
+                f"compile_guards: guards[{i}] is {type(guard).__name__} {guard!r}, not a Guard "
+                f"(make one with source.make_guard(GuardBuilder.KIND))")
     if arg_names is not None and len(set(arg_names)) != len(arg_names):
         raise GuardCompileError(f"{name}: arg_names has duplicates: {list(arg_names)}")
     builder = GuardBuilder(f_locals, f_globals)

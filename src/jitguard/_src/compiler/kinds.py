@@ -1,6 +1,6 @@
 """The guard-kind protocol and its registry.
 
-May import: errors, integrations, guards, compiler.values.
+May import: errors, integrations, guards, compiler.values, compiler.builder (for types only).
 
 A guard kind says, for one assumption, four things kept apart:
   * ``expect(value, guard, **options)``: at build time, what to hold on to (the "params"),
@@ -239,6 +239,12 @@ class GuardKind:
             if fact.name == name:
                 return fact
         return None
+
+    def recorded_as(self, params: Any) -> GuardKind:
+        """The kind that checks a guard written (in a guard-set document) under this kind's
+        name with ``params``: this kind, unless it is a marker that stands for unregistered
+        kinds of its name (SHAPE_ENV's marker stands for the kind of each shape guard)."""
+        return self
 
     def sample_options(self, value: Any) -> list[dict[str, Any]]:
         """Option sets to build this kind on ``value`` with, for property tests (the

@@ -1,6 +1,7 @@
 """Guard kinds for plain Python facts a bytecode frontend (TorchDynamo) relies on that the
 built-in kinds do not state: an item in a set, a constant subclass's builtin value, a
-mapping's keys, a container's items, and ID_MATCH under the readable names Dynamo gives it
+mapping's keys, a container's items, the facts of a float an order guard cannot see
+(FLOAT_FACTS_MATCH), and ID_MATCH under the readable names Dynamo gives it
 for modules, builtins and classes. Registered on import (``GuardBuilder.SET_CONTAINS``).
 The attribute kinds such a frontend needs (an attribute absent from an instance dict, a
 class's MRO, empty hooks dicts) are in ``attr_kinds``.
@@ -14,6 +15,7 @@ was found.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..errors import GuardKindError
@@ -27,6 +29,7 @@ __all__ = [
     "ClassMatch",
     "ConstantSubclassMatch",
     "ContainerEqualsMatch",
+    "FloatFactsMatch",
     "MappingKeysCheck",
     "ModuleMatch",
     "SetContains",
@@ -184,6 +187,83 @@ class ContainerEqualsMatch(GuardKind):
         return f"{self.code(name, params)} failed: got {show(value)}"
 
 
+# [Note: Float facts a symbolic guard cannot see]
+# A float that a frontend keeps symbolic (TorchDynamo with ``dynamic=True``) is guarded by
+# order and equality relations over a real symbol: ``L['k'] == 0.0``, ``L['k'] >= 0``.
+# Those hold for ``-0.0`` as for ``0.0`` (and a zero passes ``k >= 0`` whatever was baked
+# in for a positive value), and the symbolic reasoning takes a symbol to be finite (it
+# simplifies ``k - k == 0`` to true, which ``inf`` breaks). FLOAT_FACTS_MATCH states what
+# such relations cannot: the value is finite, infinite or NaN as at build time, and its sign
+# is the one it had when either value is a zero (two non-zero finite values are left to the
+# order guards: their signs are facts those see). Stricter than the relations alone: a
+# ``-0.0`` after a positive value recompiles once, as it should where the sign mattered.
+def _float_class(value: Any) -> str:
+    """Which of finite non-zero, zero, infinite or NaN a number is."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf"
+    return "zero" if value == 0 else "finite"
+
+
+class FloatFactsMatch(GuardKind):
+    """The facts of a float that order and equality relations over it cannot see are as at
+    build time ([Note: Float facts a symbolic guard cannot see]): finite, infinite or NaN,
+    and the sign wherever a zero is involved."""
+
+    name = "FLOAT_FACTS_MATCH"
+    cost = 4
+
+    def expect(self, value: Any, guard: Any, **options: Any) -> tuple[str, float]:
+        super().expect(value, guard, **options)
+        if not isinstance(value, float):
+            raise GuardKindError(
+                f"FLOAT_FACTS_MATCH on {guard.name} needs a float, got {type_name(type(value))}: "
+                f"guard a float source"
+            )
+        return (_float_class(value), math.copysign(1.0, value))
+
+    def holds(self, value: Any, params: tuple[str, float]) -> bool:
+        kind, sign = params
+        if not isinstance(value, (float, int)):
+            return False
+        if kind == "nan":
+            return math.isnan(value)
+        if kind == "inf":
+            return math.isinf(value) and math.copysign(1.0, value) == sign
+        if not math.isfinite(value):
+            return False
+        if kind == "zero":
+            return math.copysign(1.0, value) == sign
+        return value != 0 or math.copysign(1.0, value) == sign
+
+    def emit(self, var: str, params: tuple[str, float], ctx: EmitContext) -> str:
+        kind, sign = params
+        sign_test = f"{ctx.const(math.copysign, 'copysign')}(1.0, {var}) == {sign!r}"
+        if kind == "nan":
+            return f"{ctx.const(math.isnan, 'isnan')}({var})"
+        if kind == "inf":
+            return f"{ctx.const(math.isinf, 'isinf')}({var}) and {sign_test}"
+        finite = f"{ctx.const(math.isfinite, 'isfinite')}({var})"
+        if kind == "zero":
+            return f"{finite} and {sign_test}"
+        return f"{finite} and ({var} != 0 or {sign_test})"
+
+    def code(self, name: str, params: tuple[str, float]) -> str:
+        kind, sign = params
+        sign_test = f"math.copysign(1.0, {name}) == {sign!r}"
+        if kind == "nan":
+            return f"math.isnan({name})"
+        if kind == "inf":
+            return f"math.isinf({name}) and {sign_test}"
+        if kind == "zero":
+            return f"math.isfinite({name}) and {sign_test}"
+        return f"math.isfinite({name}) and ({name} != 0 or {sign_test})"
+
+    def reason(self, name: str, value: Any, params: tuple[str, float]) -> str:
+        return f"{self.code(name, params)} failed: got {show(value)}"
+
+
 class _NamedIdMatch(IdMatch):
     """ID_MATCH under the name Dynamo uses when the object is a module, builtin or class.
     Same meaning, params and reasons as ID_MATCH."""
@@ -222,6 +302,7 @@ for _kind in (
     ConstantSubclassMatch(),
     MappingKeysCheck(),
     ContainerEqualsMatch(),
+    FloatFactsMatch(),
     ModuleMatch(),
     BuiltinMatch(),
     ClassMatch(),

@@ -23,13 +23,16 @@ __all__ = ["GuardFailure", "evaluate", "evaluate_leaf", "explain_leaves"]
 
 @dataclasses.dataclass(frozen=True)
 class GuardFailure:
-    """One failed guard: what it checked, why it failed, and where it was installed."""
+    """One failed guard: what it checked, why it failed, and where it was installed;
+    ``params`` are the failed leaf's params (what it pinned: the recompile advisor reads
+    them), None for a failure not made from a leaf."""
 
     reason: str
     kind: str
     source_names: tuple[str, ...]
     guard: Optional[Guard] = None
     user_stack: Optional[traceback.StackSummary] = None
+    params: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return self.reason
@@ -96,6 +99,7 @@ def _failure(leaf: Leaf, reason: str) -> GuardFailure:
         source_names=tuple(s.name() for s in leaf.sources),
         guard=leaf.guard,
         user_stack=leaf.user_stack,
+        params=leaf.params,
     )
 
 
@@ -167,13 +171,29 @@ def evaluate(leaves: Iterable[Leaf], f_locals: Any, f_globals: Any) -> bool:
 def explain_leaves(
     leaves: Iterable[Leaf], f_locals: Any, f_globals: Any, *, first_only: bool = False
 ) -> list[GuardFailure]:
-    """The failures of the leaves, in check order."""
+    """The failures of the leaves, in check order. A source that cannot be read is a
+    reason of its own only when no failed guard reads it or a source it derives from (a
+    guard below a failed one says nothing more), and is reported once; a reason given
+    twice is given once ([Note: Recompile reasons] in cache.reasons)."""
     reader = _Reader(f_locals, f_globals)
-    out = []
+    # (failure, the source that could not be read or None, the leaf's sources)
+    failures: list[tuple[GuardFailure, Optional[Source], tuple[Source, ...]]] = []
     for leaf in leaves:
         failure = evaluate_leaf(leaf, reader, explain=True)
-        if failure is not None:
+        if failure is None:
+            continue
+        unreadable = next((reader.errors[s].source for s in leaf.sources if s in reader.errors),
+                          None)
+        failures.append((failure, unreadable, leaf.sources))
+        if first_only:
+            break
+    failed = {s for _, unreadable, sources in failures if unreadable is None for s in sources}
+    out: list[GuardFailure] = []
+    seen: set[str] = set()
+    for failure, unreadable, _ in failures:
+        if unreadable is not None and any(link in failed for link in unreadable.chain()):
+            continue
+        if failure.reason not in seen:
+            seen.add(failure.reason)
             out.append(failure)
-            if first_only:
-                break
     return out

@@ -100,13 +100,10 @@ class GuardRecord:
         return tuple(s.name() for s in self.sources)
 
     def guard_kind(self) -> GuardKind:
-        """The registered kind of this name (loading integrations when needed)."""
-        if self.kind == "SHAPE_ENV" and self.params is not None:
-            # A shape guard's leaf is of the unregistered kind that checks its expression;
-            # the registered SHAPE_ENV is the marker on ShapeEnvSource(), which checks nothing.
-            from .shape import _SHAPE
-
-            return _SHAPE
+        """The kind that checks this record: the registered kind of its name (loading
+        integrations when needed), or the one it says stands for a record with these params
+        (``GuardKind.recorded_as``: a shape guard's leaf is of the unregistered kind that
+        checks its expression, the registered SHAPE_ENV only the marker on ShapeEnvSource())."""
         try:
             kind, _ = get_guard_kind(create_fn_for(self.kind))
         except AttributeError:
@@ -114,7 +111,7 @@ class GuardRecord:
                 f"the guard on {', '.join(self.names)} is of kind {self.kind}, which is not "
                 f"registered in this process"
             ) from None
-        return kind
+        return kind.recorded_as(self.params)
 
     def to_leaf(self) -> Leaf:
         """The check this record stands for, ready for ``compile_guard_records``."""

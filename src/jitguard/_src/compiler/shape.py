@@ -148,6 +148,11 @@ class ShapeEnvMarker(GuardKind):
     def code(self, name: Any, params: Any) -> str:
         return "SHAPE_ENV: the shape guards of this entry"
 
+    def recorded_as(self, params: Any) -> GuardKind:
+        # A shape guard is written under this name with its (expr, symbols, sloc); the
+        # marker itself has no params.
+        return self if params is None else _SHAPE
+
 
 register_guard_kind(ShapeEnvMarker())
 
@@ -163,7 +168,7 @@ def add_shape_guards(
         import sympy
     except ImportError:  # pragma: no cover - sympy is a dev dependency
         raise GuardCompileError(
-            "shape guards need sympy: pip install 'jitguard[sympy]'"
+            "shape guards need sympy: pip install sympy"
         ) from None
     by_name = {str(k): v for k, v in symbol_sources.items()}
     for sg in shape_guards:

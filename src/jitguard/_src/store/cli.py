@@ -133,7 +133,7 @@ def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout) -> int:
     """Run the command line; returns the exit status (2 for a usage error)."""
     args = _parser().parse_args(argv)
     try:
-        store = Store(args.dir)
+        store = Store(args.dir, strict=True)
         try:
             return _COMMANDS[args.command](store, args, out)
         finally:

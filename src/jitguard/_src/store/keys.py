@@ -1,6 +1,6 @@
 """Where a stored entry is filed: the function's identity, the environment, the store's key.
 
-May import: _util, errors, store.* (the standard library otherwise).
+May import: _util, env, errors, store.* (the standard library otherwise).
 
 # [Note: Store keys]
 # A function's entries are filed under one key, the SHA-256 of a canonical JSON document:
@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
+from .. import env
 from .._util import JSON_INT_BITS, wrapped_chain
 
 __all__ = [
@@ -57,9 +58,9 @@ def default_cache_dir() -> Path:
     """``JITGUARD_CACHE_DIR``, else the user cache directory: ``$XDG_CACHE_HOME/jitguard``
     (``~/.cache/jitguard``), ``~/Library/Caches/jitguard`` on macOS,
     ``%LOCALAPPDATA%\\jitguard\\Cache`` on Windows."""
-    explicit = os.environ.get("JITGUARD_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
+    explicit = env.directory("JITGUARD_CACHE_DIR")
+    if explicit is not None:
+        return explicit
     if sys.platform == "win32":
         base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
         return Path(base) / "jitguard" / "Cache"

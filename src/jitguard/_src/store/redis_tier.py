@@ -1,6 +1,6 @@
 """The shared tier: a Redis server (redis-py, imported only when a URL is given).
 
-May import: errors, store.* (the standard library otherwise; ``redis`` lazily).
+May import: env, errors, store.* (the standard library otherwise; ``redis`` lazily).
 
 # [Note: The shared tier]
 # One Redis hash per function key, ``<prefix>:<key>``, field = entry id, value = the signed
@@ -14,11 +14,11 @@ May import: errors, store.* (the standard library otherwise; ``redis`` lazily).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Any, Optional
 
+from .. import env
 from ..errors import StoreError
 from .sqlite import TierError
 
@@ -28,13 +28,7 @@ _DEFAULT_TTL = 7 * 24 * 3600
 
 
 def _float_env(name: str, default: float) -> float:
-    text = os.environ.get(name)
-    if not text:
-        return default
-    try:
-        return float(text)
-    except ValueError:
-        raise StoreError(f"{name} must be a number of seconds, got {text!r}") from None
+    return env.seconds(name, default)
 
 
 def _no_client_info() -> dict[str, Any]:
@@ -64,7 +58,7 @@ class RedisTier:
         except ImportError:
             raise StoreError(
                 f"a Redis tier was asked for ({url}) but redis-py is not installed: "
-                f"pip install 'jitguard[redis]' (or unset JITGUARD_REDIS_URL)"
+                f"pip install redis (or unset JITGUARD_REDIS_URL)"
             ) from None
         self.url = url
         self.prefix = prefix

@@ -1,6 +1,6 @@
 """The HMAC-SHA256 key that signs every stored value, and signing itself.
 
-May import: errors, store.* (the standard library otherwise).
+May import: env, errors, store.* (the standard library otherwise).
 
 # [Note: Store signing]
 # Every stored value is signed with HMAC-SHA256 over all of it (store.codec), and nothing
@@ -12,8 +12,9 @@ May import: errors, store.* (the standard library otherwise).
 # and then hard-linked into place, so the file appears whole or not at all, and two
 # processes racing to create it end up with the same key (the loser reads the winner's).
 # A key file that others may read or write (any bit of 0o077), or that another user owns,
-# is refused with ``StoreError``: a key others know signs nothing. A store directory that
-# jitguard makes is made with mode 0700.
+# is refused with ``StoreError``: a key others know signs nothing (a ``Store`` then warns
+# and runs in memory, [Note: Opening a store]). A store directory that jitguard makes is
+# made with mode 0700.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import stat
 from pathlib import Path
 from typing import Optional
 
+from .. import env
 from ..errors import StoreError
 
 __all__ = ["KEY_BYTES", "MAC_BYTES", "Signer", "load_key"]
@@ -72,12 +74,9 @@ def _create_key_file(path: Path) -> None:
 def load_key(directory: Path) -> bytes:
     """``JITGUARD_CACHE_KEY``, else the key file in ``directory`` (made when missing). See
     [Note: Store signing]."""
-    env = os.environ.get(_KEY_ENV)
-    if env:
-        key = env.encode("utf-8")
-        if len(key) < 16:
-            raise StoreError(f"{_KEY_ENV} must be at least 16 bytes long (it has {len(key)})")
-        return key
+    text = env.text(_KEY_ENV, min_bytes=16)
+    if text is not None:
+        return text.encode("utf-8")
     path = directory / "key"
     try:
         if not path.exists():

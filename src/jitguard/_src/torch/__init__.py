@@ -52,14 +52,18 @@ def install() -> None:
     with _lock:
         if _installed:
             return
+        import os
+
         import torch
 
+        from ..cache.reasons import hide_frames_under
         from ..compiler import builder as _builder
         from ..compiler import builtin_kinds, kinds
         from ..guards import StorageOverlap
         from ..sources import install_property_reader
         from . import (
             adapter_runtime,
+            advice_rules,
             aliasing,
             ambient,
             batched,
@@ -95,7 +99,11 @@ def install() -> None:
         symbolic.register_sympy_functions()
         portable.register_codecs()
         rules.register_rules()
+        advice_rules.register_advice_rules()
         logging_bridge.install()
+        # torch's own frames (nn.Module.__call__, container.py, linear.py) are not the
+        # user's: left out of recompile logs' user stacks ([Note: Recompile reasons]).
+        hide_frames_under(os.path.dirname(torch.__file__))
         install_property_reader(adapter_runtime.mode_stack_len,
                                 adapter_runtime.read_past_modes,
                                 adapter_runtime.read_attr_past_modes,

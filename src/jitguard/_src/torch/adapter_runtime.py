@@ -18,6 +18,7 @@ import torch._dynamo
 __all__ = [
     "ATTRS_PAST_MODES",
     "check_verbose",
+    "mark_for_torch_tools",
     "frame_locals",
     "function_modes_active",
     "graph_is_dynamic",
@@ -177,3 +178,14 @@ def module_call_hooks() -> tuple[dict[Any, Any], ...]:
 
     return (mm._global_forward_hooks, mm._global_forward_pre_hooks,
             mm._global_backward_hooks, mm._global_backward_pre_hooks)
+
+
+def mark_for_torch_tools(wrapper: Any, original: Any, inline: Any) -> None:
+    """Let torch's tools see through a jitguard wrapper ([Note: torch's tools]): torch's
+    ``innermost_fn`` (``torch._dynamo.explain``, ``torch.compile`` of the wrapper) unwraps
+    ``_torchdynamo_orig_callable`` when ``_torchdynamo_wrapper_id`` is the wrapper's id, and
+    Dynamo, tracing a call of the wrapper, inlines ``_torchdynamo_inline`` instead of
+    tracing into jitguard's dispatcher."""
+    wrapper._torchdynamo_orig_callable = original
+    wrapper._torchdynamo_wrapper_id = id(wrapper)
+    wrapper._torchdynamo_inline = inline

@@ -84,9 +84,10 @@ from typing import Any, Optional, ParamSpec, TypeVar, overload
 
 import torch
 
+from .. import env
 from ..cache.stance import no_recompiles
 from ..store.tiers import StoreLike
-from .compiled import CompiledFunction
+from .compiled import CompiledFunction, mark_for_torch_tools
 from .dynamo_cache import DynamoCache, Regions, TorchCompiler
 
 __all__ = ["TorchCompiler", "compile"]
@@ -131,7 +132,7 @@ def _cache_for(fn: types.FunctionType, key: tuple[Any, ...], isolate: bool,
 
 
 def _verify_default() -> bool:
-    return os.environ.get("JITGUARD_VERIFY", "") not in ("", "0")
+    return env.flag("JITGUARD_VERIFY")
 
 
 _P = ParamSpec("_P")
@@ -140,37 +141,49 @@ _R = TypeVar("_R")
 
 @overload
 def compile(
-    model_or_fn: Callable[_P, _R], /, *, backend: Any = ..., fullgraph: bool = ...,
-    dynamic: Optional[bool] = ..., verify: Optional[bool] = ..., isolate_recompiles: bool = ...,
-    recompile_limit: Optional[int] = ..., store: StoreLike = ...,
+    model: Callable[_P, _R], *, fullgraph: bool = ..., dynamic: Optional[bool] = ...,
+    backend: Any = ..., mode: Optional[str] = ..., options: Optional[dict[str, Any]] = ...,
+    name: Optional[str] = ..., disable: bool = ..., recompile_limit: Optional[int] = ...,
+    isolate_recompiles: bool = ..., shapes_spec: Any = ..., verify: Optional[bool] = ...,
+    store: StoreLike = ...,
 ) -> Callable[_P, _R]: ...
 
 
 @overload
 def compile(
-    model_or_fn: None = None, /, *, backend: Any = ..., fullgraph: bool = ...,
-    dynamic: Optional[bool] = ..., verify: Optional[bool] = ..., isolate_recompiles: bool = ...,
-    recompile_limit: Optional[int] = ..., store: StoreLike = ...,
+    model: None = None, *, fullgraph: bool = ..., dynamic: Optional[bool] = ...,
+    backend: Any = ..., mode: Optional[str] = ..., options: Optional[dict[str, Any]] = ...,
+    name: Optional[str] = ..., disable: bool = ..., recompile_limit: Optional[int] = ...,
+    isolate_recompiles: bool = ..., shapes_spec: Any = ..., verify: Optional[bool] = ...,
+    store: StoreLike = ...,
 ) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
 
 
 def compile(
-    model_or_fn: Any = None,
-    /,
+    model: Any = None,
     *,
-    backend: Any = "eager",
     fullgraph: bool = False,
     dynamic: Optional[bool] = None,
-    verify: Optional[bool] = None,
-    isolate_recompiles: bool = False,
+    backend: Any = "eager",
+    mode: Optional[str] = None,
+    options: Optional[dict[str, Any]] = None,
+    name: Optional[str] = None,
+    disable: bool = False,
     recompile_limit: Optional[int] = None,
+    isolate_recompiles: bool = False,
+    shapes_spec: Any = None,
+    verify: Optional[bool] = None,
     store: StoreLike = None,
 ) -> Any:
-    """Compile ``model_or_fn`` with TorchDynamo's full-graph capture, jitguard checking the
-    guards ([Note: jitguard.torch.compile on Dynamo]). ``backend``: "eager" (default),
-    "aot_eager", "inductor", any registered name, or a callable ``(gm, example_inputs) ->
-    callable`` as for ``torch.compile``. ``fullgraph=True``: a graph break raises
-    ``CaptureError`` instead of running eagerly. ``dynamic``: as ``torch.compile``.
+    """Compile ``model`` with TorchDynamo's full-graph capture, jitguard checking the
+    guards ([Note: jitguard.torch.compile on Dynamo]); ``torch.compile``'s parameters, with
+    its meanings ([Note: torch.compile's parameters]). ``backend``: "eager" (default),
+    "aot_eager", "inductor", any registered name, None (torch's default, inductor), or a
+    callable ``(gm, example_inputs) -> callable`` as for ``torch.compile``; ``mode`` and
+    ``options`` go to it as torch passes them (inductor's modes and config). A function that
+    is not one graph gets the graphs ``torch.compile`` makes of it, torch's guards deciding
+    ([Note: Graph breaks]); ``fullgraph=True``: a graph break raises ``CaptureError``
+    instead. ``dynamic``: as ``torch.compile``. ``disable=True``: ``model`` itself.
     ``verify=True`` (or ``JITGUARD_VERIFY=1``): torch's own guard tree is evaluated beside
     jitguard's check on every call; a disagreement raises ``GuardMismatchError``.
     ``isolate_recompiles``: keep entries apart from other wrappers of the same function.
@@ -179,33 +192,102 @@ def compile(
     directory, True for the default one, False for none; None: ``JITGUARD_STORE`` decides),
     each one torch's own serialization of its capture ([Note: Stored captures]). Usable as a
     decorator, with or without arguments."""
-    if model_or_fn is None:
-        return functools.partial(
-            compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, verify=verify,
-            isolate_recompiles=isolate_recompiles, recompile_limit=recompile_limit, store=store,
-        )
+    opts: dict[str, Any] = dict(
+        fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
+        name=name, disable=disable, recompile_limit=recompile_limit,
+        isolate_recompiles=isolate_recompiles, shapes_spec=shapes_spec, verify=verify,
+        store=store,
+    )
+    if model is None:
+        return functools.partial(_compile_decorated, opts)
+    return _compile(model, **opts)
+
+
+def _compile_decorated(opts: dict[str, Any], model: Any) -> Any:
+    if model is None:
+        raise TypeError("jitguard.torch.compile: the decorated object is None")
+    return _compile(model, **opts)
+
+
+# [Note: torch.compile's parameters]
+# ``jitguard.torch.compile`` takes every parameter of ``torch.compile`` (2.13), by the same
+# name and kind (tests/torch/test_compile_signature.py compares the two signatures), plus
+# ``verify`` and ``store``. ``backend``, ``mode``, ``options``, ``name`` and ``dynamic``
+# become the callable torch.compile would hand Dynamo (``TorchCompiler`` makes it with
+# ``adapter.torch_backend``: torch's
+# inductor wrapper for "inductor", its generic wrapper otherwise, so ``mode=`` reaches
+# inductor and ``options=`` becomes inductor's config); mode and options together raise
+# as in torch. The default backend stays "eager" (jitguard's, documented), ``backend=None``
+# is torch's default. ``disable=True`` returns ``model`` itself, as torch does.
+# ``recompile_limit`` and ``isolate_recompiles`` are jitguard's ([Note: Shared entries]),
+# with torch's meanings, and go to the frame path ([Note: Graph breaks]) too. What has no
+# meaning here raises ``TypeError`` saying what to do instead: ``shapes_spec`` (jitguard
+# captures through Dynamo's full-graph capture, which takes no shape spec: mark dims with
+# ``torch._dynamo.mark_dynamic``), ``options={"guard_filter_fn": ...}`` (jitguard keeps
+# every guard Dynamo makes; dropping some would be unsound) and
+# ``options={"use_aoti": True}`` (AOTInductor packages are not entries).
+_NO_MEANING_OPTIONS = {
+    "guard_filter_fn": "jitguard keeps every guard Dynamo makes (dropping guards is what "
+                       "guard_filter_fn is for, and would make entries unsound); use "
+                       "torch.compile to filter guards",
+    "use_aoti": "AOTInductor's packages are not jitguard entries; use torch.compile or "
+                "torch._inductor.aoti_compile_and_package",
+}
+
+
+def _compile(
+    model: Any, *, fullgraph: bool, dynamic: Optional[bool], backend: Any, mode: Optional[str],
+    options: Optional[dict[str, Any]], name: Optional[str], disable: bool,
+    recompile_limit: Optional[int], isolate_recompiles: bool, shapes_spec: Any,
+    verify: Optional[bool], store: StoreLike,
+) -> Any:
+    opts: dict[str, Any] = dict(
+        fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
+        name=name, disable=disable, recompile_limit=recompile_limit,
+        isolate_recompiles=isolate_recompiles, shapes_spec=shapes_spec, verify=verify,
+        store=store,
+    )
+    if disable:
+        return model
+    if shapes_spec is not None:
+        raise TypeError(
+            "jitguard.torch.compile does not take shapes_spec: it captures with Dynamo's "
+            "full-graph capture, which takes no shape spec. Mark dynamic dims with "
+            "torch._dynamo.mark_dynamic(x, dim) or pass dynamic=True")
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be "
+                           "specified at the same time (as torch.compile)")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise TypeError(f"options must be a dict of inductor config, got {options!r}")
+        for option, why in _NO_MEANING_OPTIONS.items():
+            if option in options:
+                raise TypeError(f"jitguard.torch.compile does not take options[{option!r}]: {why}")
     if dynamic not in (None, True, False):
         raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
     if recompile_limit is not None and (not isinstance(recompile_limit, int) or recompile_limit < 1):
         raise ValueError(f"recompile_limit must be None or an int >= 1, got {recompile_limit!r}")
     if verify is None:
-        verify = _verify_default()
-    if isinstance(model_or_fn, functools.partial):
-        inner = compile(model_or_fn.func, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
-                        verify=verify, isolate_recompiles=isolate_recompiles,
-                        recompile_limit=recompile_limit, store=store)
-        return _partial_of(model_or_fn, inner)
-    fn, first = _target(model_or_fn)
+        verify = opts["verify"] = _verify_default()
+    if isinstance(model, functools.partial):
+        inner = _compile(model.func, **opts)
+        return _partial_of(model, inner)
+    fn, first = _target(model)
     backend_key = backend if isinstance(backend, str) else id(backend)
     store_key = store if isinstance(store, (bool, str, type(None))) else (
         os.fspath(store) if isinstance(store, os.PathLike) else id(store))
-    key = (backend_key, fullgraph, dynamic, bool(verify), recompile_limit, store_key)
+    options_key = None if options is None else tuple(
+        sorted((str(k), repr(v)) for k, v in options.items()))
+    key = (backend_key, mode, options_key, name, fullgraph, dynamic, bool(verify),
+           recompile_limit, store_key)
 
     def cache_for(target: types.FunctionType, where: str,
                   watch: Optional[types.FunctionType] = None) -> DynamoCache:
         def make() -> DynamoCache:
             compiler = TorchCompiler(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
-                                     verify=bool(verify), where=where)
+                                     verify=bool(verify), where=where,
+                                     recompile_limit=recompile_limit, mode=mode,
+                                     options=options, name=name)
             cache = DynamoCache(target, compiler, recompile_limit, store, watch=watch)
             cache.where = where
             cache._job.where = where
@@ -215,25 +297,21 @@ def compile(
 
     code = fn.__code__
     cache = cache_for(fn, f"{fn.__qualname__} at {code.co_filename}:{code.co_firstlineno}")
-    if not isinstance(model_or_fn, torch.nn.Module):
-        if first is None or isinstance(model_or_fn, types.MethodType):
-            return CompiledFunction.make(model_or_fn, fn, first, cache, no_recompiles)
-        obj = model_or_fn
+    if not isinstance(model, torch.nn.Module):
+        if first is None or isinstance(model, types.MethodType):
+            return CompiledFunction.make(model, fn, first, cache, no_recompiles)
+        obj = model
 
         def recompile_call() -> Any:
             """The object's class ``__call__`` was replaced (or its class swapped) after
             compiling: a wrapper of the object for the function it has now."""
-            return compile(obj, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
-                           verify=verify, isolate_recompiles=isolate_recompiles,
-                           recompile_limit=recompile_limit, store=store)
+            return _compile(obj, **opts)
 
         return CompiledFunction.make(obj, fn, first, cache, no_recompiles, recompile_call)
-    module = model_or_fn
+    module = model
 
     def remake() -> Any:
-        return compile(module, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
-                       verify=verify, isolate_recompiles=isolate_recompiles,
-                       recompile_limit=recompile_limit, store=store)
+        return _compile(module, **opts)
 
     def hooked() -> Any:
         """[Note: Compiling a module's call]: ``m(...)`` itself, hooks included."""
@@ -261,6 +339,7 @@ def _partial_of(p: functools.partial[Any], inner: Callable[..., Any]) -> Callabl
     compiled._orig_mod = p  # type: ignore[attr-defined]
     compiled.cache = inner.cache  # type: ignore[attr-defined]
     compiled.compiler = inner.compiler  # type: ignore[attr-defined]
+    mark_for_torch_tools(compiled, p, p)
     return compiled
 
 

@@ -40,6 +40,23 @@ jitguard._src.torch.adapter_runtime.
 # replaced, the entries (captures of the old code) are dropped and the new code is
 # captured, at every compile stance (the first capture of the new code is no recompile).
 #
+# [Note: torch's tools]
+# A compiled wrapper carries torch's marks of a compiled function
+# (``adapter_runtime.mark_for_torch_tools``): ``torch._dynamo.explain(cf)`` and
+# ``torch.compile(cf)`` work on the user's function or module itself, and a torch.compile'd
+# function that calls ``cf`` inlines the user's function into its own graph, as it inlines
+# a nested ``torch.compile`` wrapper: Dynamo never traces jitguard's dispatcher (it did,
+# and failed on a dict it took for an FX node). A plain call is untouched: jitguard's cache
+# serves it. Each capture runs under a torch compile id made of the entry's own
+# (``adapter.capture(compile_id=)``) and a function's frame id comes from torch's frame
+# counter (``adapter.new_frame_id``), so under ``TORCH_TRACE`` torch's records of a
+# capture (its graph, its sources) and jitguard's (guards, metrics) of every recompile of
+# one function sit under one frame id, apart from torch's own frames; the frame path's
+# pieces keep the ids torch gives them. With a structured trace on, each capture's graph
+# is written as torch's ``dynamo_output_graph`` record (its sizes, the readable graph), so
+# tlparse shows it in a ``JITGUARD_TRACE`` too (under ``TORCH_TRACE`` torch writes that
+# record itself, and jitguard writes it only to its own sinks).
+#
 # [Note: Compile stances]
 # ``torch.compiler.set_stance`` is read on every call (one attribute read): "force_eager"
 # runs the original; "eager_on_recompile" serves existing entries and runs eagerly where
@@ -60,20 +77,54 @@ from ..cache.reasons import collect_failures
 from ..errors import GuardMismatchError
 from . import adapter, adapter_runtime
 
-__all__ = ["CompiledFunction", "EntryInfo"]
+__all__ = ["FRAME_PATH", "RUNS_EAGERLY", "CompiledFunction", "EntryInfo", "Piece",
+           "mark_for_torch_tools"]
+
+#: [Note: torch's tools]
+mark_for_torch_tools = adapter_runtime.mark_for_torch_tools
+
+#: ``EntryInfo.guard_layer`` of an entry whose calls Dynamo's own frame path serves
+#: ([Note: Graph breaks])
+FRAME_PATH = "torch (Dynamo's frame path)"
+#: ``EntryInfo.guard_layer`` of an entry that runs the function eagerly
+RUNS_EAGERLY = "none (runs eagerly)"
+
+
+class Piece:
+    """One graph torch's frame path compiled for a function jitguard could not capture as
+    one graph ([Note: Graph breaks]): torch's compile id (``"0/1"``; the frame and that
+    frame's compile) and the graph. torch's guards pick it; jitguard checks none of them."""
+
+    __slots__ = ("compile_id", "graph_module")
+
+    def __init__(self, compile_id: Optional[str], graph_module: Any) -> None:
+        self.compile_id = compile_id
+        self.graph_module = graph_module
+
+    guard_layer = FRAME_PATH
+
+    def __repr__(self) -> str:
+        return f"<Piece {self.compile_id}: torch's guards>"
 
 
 class EntryInfo:
-    """One entry of ``jitguard.torch.compile``: its capture (None when the capture failed
-    and the entry runs eagerly: ``failure`` says why), the guards delegated to torch per
-    kind, and torch's trees for it."""
+    """One entry of ``jitguard.torch.compile``: its capture (None when the capture failed:
+    ``failure`` says why, and the entry runs under Dynamo's frame path, its graphs in
+    ``pieces``, or eagerly), the guards delegated to torch per kind, torch's trees for it,
+    and which guard layer serves it and why (``guard_layer``, ``why``)."""
 
     def __init__(self, compile_id: Any, cap: Optional[adapter.Captured],
-                 params: tuple[str, ...], failure: Optional[str] = None) -> None:
+                 params: tuple[str, ...], failure: Optional[str] = None, *,
+                 layer: Optional[str] = None, why: str = "",
+                 pieces: Optional[list[Piece]] = None) -> None:
         self.compile_id = compile_id
         self.cap = cap
         self.params = params
         self.failure = failure
+        self._layer = layer
+        self._why = why
+        #: the graphs torch's frame path made for this entry's calls (FRAME_PATH only)
+        self.pieces: list[Piece] = pieces if pieces is not None else []
         self.delegated: Counter[str] = Counter()
         self.converted: Counter[str] = Counter()
         self.stricter: list[str] = []  # guards jitguard checks more strictly than torch
@@ -81,6 +132,27 @@ class EntryInfo:
         self.full_tree = cap.full_tree if cap is not None else None
         self._guard_types: Counter[str] = Counter(
             e.guard_type for e in (cap.entries if cap is not None else ()))
+
+    @property
+    def guard_layer(self) -> str:
+        """Which guards decide the calls this entry serves: "jitguard" (every guard Dynamo
+        made is in jitguard's generated check), "jitguard + torch's guard tree" (some are
+        delegated), ``FRAME_PATH`` (torch's guards, jitguard's entry has none) or
+        ``RUNS_EAGERLY``."""
+        if self._layer is not None:
+            return self._layer
+        return "jitguard + torch's guard tree" if self.delegated else "jitguard"
+
+    @property
+    def why(self) -> str:
+        """Why that layer serves this entry, in a sentence."""
+        if self._why:
+            return self._why
+        if self.delegated:
+            return (f"one graph; jitguard checks its converted guards and hands "
+                    f"{sum(self.delegated.values())} it cannot convert to torch's guard tree "
+                    f"(one TORCH_GUARD_TREE check)")
+        return "one graph; jitguard checks every guard Dynamo made"
 
     def forget_entries(self) -> None:
         """Drop Dynamo's guard entries (they hold the example values: keeping them would
@@ -252,4 +324,5 @@ class CompiledFunction:
         compiled._orig_mod = original  # type: ignore[attr-defined]
         compiled.cache = cache  # type: ignore[attr-defined]
         compiled.compiler = cache.compiler  # type: ignore[attr-defined]
+        adapter_runtime.mark_for_torch_tools(compiled, original, original)
         return compiled

@@ -104,8 +104,8 @@ import torch
 
 from ..compiler.builder import GuardBuilder
 from ..guards import Source
-from ..more_sources import GenericAttrSource, TypeDictSource
-from ..sources import GlobalSource, GlobalStateSource
+from ..more_sources import DictGetItemSource, GenericAttrSource, TypeDictSource, TypeMROSource
+from ..sources import AttrSource, GetItemSource, GlobalSource, GlobalStateSource, TypeSource
 from . import adapter_sources as adapter
 from . import convert_kinds  # noqa: F401  (registers its kind converters)
 from .convert_context import (
@@ -177,6 +177,8 @@ def convert_guards(
                 raise Unconvertible(f"{p.guard_type} on a class namespace")
             fn(ctx, p, converted[i])
             ctx.out.converted[p.guard_type] += 1
+            if p.has_value:
+                ctx.values.setdefault(converted[i], p.value)
             if p.has_value and _mutable_object(p.value):
                 ctx.objects.setdefault(converted[i], id(p.value))
         except Unconvertible as e:
@@ -292,11 +294,121 @@ def _getattr_objects(ctx: Context) -> None:
         )
 
 
+# [Note: Class namespaces Dynamo read]
+# Besides the lookups it guards with NOT_PRESENT_IN_GENERIC_DICT, Dynamo reads attributes
+# it resolved through a class straight from the namespace that held them:
+# ``dict(type(L['m']).__mro__[1].__dict__)['factor']`` for a property of a base, a custom
+# descriptor, a classmethod or staticmethod. It guards what it read there (a property's
+# ``fget``, a descriptor's fields), never that the lookup still ends there: a subclass
+# given its own ``factor`` after compiling, or the namespace's object replaced by one its
+# guards do not tell apart, was served the old result (torch.compile too). So each such
+# read ``type(obj).__mro__[i].__dict__[name]`` (or ``type(obj).__dict__[name]``) gets
+# CLASS_ATTRS_MATCH on ``obj`` for ``name``, as the lookups above do; and where the lookup
+# from ``type(obj)`` finds the name before ``__mro__[i]`` (a ``super()`` call reads past
+# the class that defines it), each class between the two that lacked it must still lack it
+# (DICT_CONTAINS, inverted). Stricter than torch, listed in ``stricter``.
+def _namespace_read(source: Source) -> Optional[tuple[Source, int, str]]:
+    """``(obj, i, name)`` for a read ``type(obj).__mro__[i].__dict__[name]`` (``i`` 0 for
+    ``type(obj).__dict__[name]``) or ``type(obj).__mro__[i].name`` (a ``super()`` call's),
+    else None."""
+    klass: Any
+    if (isinstance(source, DictGetItemSource) and isinstance(source.base, TypeDictSource)
+            and isinstance(source.index, str)):
+        klass, name = source.base.base, source.index
+    elif isinstance(source, AttrSource) and isinstance(source.base, GetItemSource):
+        klass, name = source.base, source.member
+    else:
+        return None
+    index = 0
+    if (isinstance(klass, GetItemSource) and isinstance(klass.base, TypeMROSource)
+            and type(klass.index) is int and not klass.index_is_slice):
+        index, klass = klass.index, klass.base.base
+    if isinstance(klass, TypeSource) and (index or not isinstance(source, AttrSource)):
+        return klass.base, index, name
+    return None
+
+
+def _mro_namespace(obj: Source, i: int) -> Source:
+    return TypeDictSource(GetItemSource(TypeMROSource(TypeSource(obj)), i))
+
+
+def _class_namespace_reads(ctx: Context) -> None:
+    reads: dict[Source, dict[str, int]] = {}
+    for guard in list(ctx.out.guards):
+        source: Any = guard.originating_source
+        while source is not None:
+            read = _namespace_read(source)
+            if read is not None:
+                reads.setdefault(read[0], {}).setdefault(read[2], read[1])
+            source = getattr(source, "base", None)
+    for obj, names in reads.items():
+        checked = set(ctx.class_attrs.get(obj, ())) if obj in ctx.not_present else set()
+        todo = tuple(n for n in names if n not in checked)
+        if todo:
+            ctx.add(obj, functools.partial(GuardBuilder.CLASS_ATTRS_MATCH, attrs=todo))
+            ctx.out.stricter.append(
+                f"CLASS_ATTRS_MATCH on {obj.name()}: where the class lookup of "
+                f"{', '.join(map(repr, todo))} finds what ([Note: Class namespaces Dynamo read])"
+            )
+        if obj not in ctx.values:
+            continue
+        mro = type(ctx.values[obj]).__mro__
+        for name in names:
+            owner = next((j for j, k in enumerate(mro) if name in k.__dict__), len(mro))
+            for j in range(owner + 1, min(names[name], len(mro))):
+                if name not in mro[j].__dict__:
+                    fn = functools.partial(GuardBuilder.DICT_CONTAINS, key=name, invert=True)
+                    ctx.add(_mro_namespace(obj, j), fn)
+                    ctx.out.stricter.append(
+                        f"DICT_CONTAINS on {_mro_namespace(obj, j).name()}: {name!r} stays "
+                        f"absent ([Note: Class namespaces Dynamo read])"
+                    )
+
+
+# [Note: Float facts a symbolic guard cannot see] (compiler/python_kinds.py): a float
+# Dynamo kept symbolic (guarded by its type, and by shape guards, never by its value) also
+# gets FLOAT_FACTS_MATCH: the sign of a zero and being finite, which the shape guards
+# cannot state (``-0.0`` after ``0.0`` under ``dynamic=True`` was served the sign of the
+# first, by torch.compile too). Stricter than torch, listed in ``stricter``. And a trace
+# over a symbolic zero cannot see its sign either (``math.copysign(1.0, k)`` of a symbol
+# whose value is ``-0.0`` traces as 1.0): such a float is listed in ``symbolic_zeros``,
+# and ``jitguard.torch.compile`` captures that call again with floats specialized. So it
+# does a capture whose graph reads a value back as a Python scalar (``adapter.ScalarBreak``,
+# [Note: Graph breaks]): that value may be such a float, made a tensor, whose sign torch's
+# frame path would lose; only if the capture with floats specialized breaks too does the
+# function go to the frame path.
+_VALUE_KINDS = frozenset({"EQUALS_MATCH", "CONSTANT_MATCH", "ID_MATCH", "FLOAT_FACTS_MATCH"})
+
+
+def _kind_name(create_fn: Any) -> str:
+    return getattr(getattr(create_fn, "func", create_fn), "__name__", "")
+
+
+def _symbolic_floats(ctx: Context) -> None:
+    typed, valued = set(), set()
+    for g in ctx.out.guards:
+        name = _kind_name(g.create_fn)
+        if name == "TYPE_MATCH":
+            typed.add(g.originating_source)
+        elif name in _VALUE_KINDS:
+            valued.add(g.originating_source)
+    for source, value in ctx.values.items():
+        if type(value) is float and source in typed and source not in valued:
+            if value == 0.0:
+                ctx.out.symbolic_zeros.append(source.name())
+            ctx.add(source, GuardBuilder.FLOAT_FACTS_MATCH)
+            ctx.out.stricter.append(
+                f"FLOAT_FACTS_MATCH on {source.name()}: the sign of a zero and being finite "
+                f"([Note: Float facts a symbolic guard cannot see])"
+            )
+
+
 def _finish(ctx: Context) -> None:
     tensor_guards(ctx)
     _pin_dict_keys(ctx)
     _object_aliasing(ctx)
     _getattr_objects(ctx)
+    _symbolic_floats(ctx)
     # sources whose type a TYPE_MATCH pins: a class-level lookup checked on one of them
     # holds for all the others of that type
     typed = {g.originating_source for g in ctx.out.guards if g.create_fn is GuardBuilder.TYPE_MATCH}
@@ -323,6 +435,7 @@ def _finish(ctx: Context) -> None:
                 f"CLASS_ATTRS_MATCH on {source.name()}: jitguard's own guard on where the "
                 f"class lookup of {', '.join(map(repr, attrs))} finds what (torch guards none)"
             )
+    _class_namespace_reads(ctx)
     if ctx.builtins and ctx.f_globals is not None:
         # [Note: Builtins a global may shadow]
         ctx.f_globals.setdefault(GLOBALS_SELF, ctx.f_globals)

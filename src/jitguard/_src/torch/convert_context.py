@@ -58,6 +58,10 @@ class Conversion:
     unconverted: list[Unconverted] = dataclasses.field(default_factory=list)
     converted: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     stricter: list[str] = dataclasses.field(default_factory=list)
+    # floats the capture kept symbolic while they were a zero, whose sign a symbolic trace
+    # loses: capture again with floats specialized ([Note: Float facts a symbolic guard
+    # cannot see])
+    symbolic_zeros: list[str] = dataclasses.field(default_factory=list)
     # builtins the capture read from the builtins dict; their names must stay absent from
     # the function's globals ([Note: Builtins a global may shadow])
     shadowable_builtins: tuple[str, ...] = ()
@@ -102,6 +106,8 @@ class Context:
         # ([Note: Attributes a class __getattr__ gives])
         self.getattr_objects: dict[Source, tuple[Any, bool]] = {}  # (user stack, has __dict__)
         self.class_types: dict[Source, type] = {}
+        # the value each converted source had when captured (from entries that carry one)
+        self.values: dict[Source, Any] = {}
         self.builtins: list[str] = []
         self.f_globals: Optional[dict[str, Any]] = None  # the function's, when given
         self.global_state = False

@@ -9,13 +9,47 @@ torch's public API.
 
 # [Note: Capture failures]
 # A graph break, an unsupported construct or an internal error of Dynamo (anything but a
-# user error: ``adapter.is_capture_failure``): with
-# ``fullgraph=True`` the call raises ``CaptureError`` naming it; otherwise the entry runs
-# the function eagerly (an entry with no guards: every later call runs eagerly too, as the
-# capture would break again), the reason is logged once per function (WARNING on
-# ``jitguard.torch``) and counted (``stats().capture_failures``). Other errors (a marked
-# dynamic dim that got specialized) propagate, as in torch; an error of the function
-# itself is raised again when it runs eagerly.
+# user error or a backend failure: ``adapter.is_capture_failure``): with ``fullgraph=True``
+# the call raises ``CaptureError`` naming it; otherwise the function is served by Dynamo's
+# own frame path ([Note: Graph breaks]). Other errors (a marked dynamic dim that got
+# specialized) propagate, as in torch; an error of the function itself is raised again
+# when it runs.
+#
+# [Note: Graph breaks]
+# A function Dynamo cannot capture as one graph gets the graphs ``torch.compile`` makes of
+# it: the entry made for the failed capture runs the function through one
+# ``torch.compile`` wrapper of it (same backend, mode, options, dynamic and recompile
+# limit), so Dynamo's frame path splits it at each break (the graph before it, a resume
+# function after it), and torch's guards, in torch's cache on the code objects, pick each
+# piece's graph and recompile it. The entry has no guards of its own: every later call
+# takes it (a capture that broke once would break again), so calls cost what they cost
+# under ``torch.compile`` plus one guardless dispatch. It is exactly as sound as
+# ``torch.compile``, no more: none of jitguard's stricter checks (GLOBAL_STATE over every
+# state, the empty hook dicts, [Note: Autocast dtypes a capture did not read]) apply to
+# it, and nothing claims they do: ``EntryInfo.guard_layer`` is ``FRAME_PATH``,
+# ``stats().frame_path`` counts such entries, ``explain`` says so per entry, and the
+# warning logged once per function says torch's guards decide. Each graph torch compiles
+# there is recorded (``EntryInfo.pieces``: torch's compile id and the graph), through a
+# backend wrapper named like the user's backend. Entries made before the break (a call
+# whose capture did not break) keep jitguard's guards and are tried first. A full-graph
+# capture traces ``Tensor.item()`` into the graph (Dynamo turns scalar outputs on for one
+# graph); ``torch.compile`` breaks there, so unless the user asked for ``fullgraph=True`` or
+# set ``capture_scalar_outputs``, such a capture is a break too (``adapter.ScalarBreak``),
+# and the function gets torch's graphs, not one graph torch would not have made.
+#
+# [Note: Backend failures]
+# The backend is called by ``adapter.capture``, apart from the tracing: what it raises
+# (or a result that is not callable) comes out as ``adapter.BackendRaised``, never as a
+# capture failure, except the fake-tensor exceptions torch itself turns into a graph
+# break (``adapter.BACKEND_GRAPH_BREAKS``). The call then raises
+# ``BackendCompilerFailed`` (jitguard's, a subclass of torch's of that name and of
+# ``JitGuardError``) naming the backend and the function, the backend's exception chained
+# as its cause; nothing is cached, so the next call compiles (and fails) again, as with
+# ``torch.compile``; ``stats().backend_failures`` counts it, apart from
+# ``capture_failures``. With ``torch._dynamo.config.suppress_errors=True`` (read at the
+# failure) the function runs eagerly from then on, as torch skips the frame, and a warning
+# says so once; with ``fullgraph=True`` the failure always raises, and never as a graph
+# break.
 """
 
 from __future__ import annotations
@@ -32,21 +66,22 @@ from typing import Any, Optional
 
 import torch
 
+from .. import structured
 from ..cache.policy import ArgContext, ArgPolicy
 from ..cache.request import CompileRequest
 from ..cache.specialize import FunctionCache
 from ..cache.stats import CacheStats
-from ..errors import ArtifactError, CaptureError, GuardMismatchError
+from ..errors import ArtifactError, CaptureError, GuardMismatchError, JitGuardError
 from ..guards import Source
 from ..sources import GlobalSource, GlobalStateSource, LocalSource
 from ..store.tiers import StoreLike
 from . import adapter, adapter_runtime, stored
-from .compiled import EntryInfo
+from .compiled import FRAME_PATH, RUNS_EAGERLY, EntryInfo, Piece
 from .convert import GLOBALS_SELF
 from .delegated import Delegation
 from .state import DTYPE_STATES
 
-__all__ = ["DynamoCache", "Regions", "TorchCompiler"]
+__all__ = ["BackendCompilerFailed", "DynamoCache", "Regions", "TorchCompiler"]
 
 log = logging.getLogger("jitguard.torch")
 
@@ -61,13 +96,31 @@ def _no_guards(ctx: ArgContext, source: Source, value: Any) -> None:
 _NO_RULES.register(object, _no_guards)
 
 
-def _converter() -> Optional[Callable[..., Any]]:
-    """The guard conversion (``convert.convert_guards``), when present."""
-    try:
-        from .convert import convert_guards
-    except ImportError:
-        return None
+def _converter() -> Callable[..., Any]:
+    """The guard conversion (``convert.convert_guards``). Imported here, not at the top: a
+    broken ``convert`` fails the first compile loudly, never silently sends every guard to
+    torch's tree."""
+    from .convert import convert_guards
+
     return convert_guards
+
+
+class BackendCompilerFailed(JitGuardError, adapter.BackendCompilerFailed):
+    """The backend failed to compile a captured graph ([Note: Backend failures]): it raised
+    (the exception is ``__cause__`` and ``inner_exception``) or returned something that is
+    not callable. Also torch's ``BackendCompilerFailed`` (a RuntimeError), so code that
+    catches torch's catches this. ``backend_name`` and ``where`` (the function) name them."""
+
+    def __init__(self, where: str, backend: Any, cause: BaseException) -> None:
+        adapter.BackendCompilerFailed.__init__(self, backend, cause,  # type: ignore[arg-type]
+                                               None)
+        self.backend_name = adapter.backend_name(backend)
+        self.where = where
+        self.args = (
+            f"{where}: backend={self.backend_name!r} raised:\n{type(cause).__name__}: {cause}\n"
+            f"Fix the backend, or set torch._dynamo.config.suppress_errors = True to run the "
+            f"function eagerly where its backend fails",
+        )
 
 
 class TorchCompiler:
@@ -75,9 +128,21 @@ class TorchCompiler:
     per entry ([Note: jitguard.torch.compile on Dynamo])."""
 
     def __init__(self, *, backend: Any, fullgraph: bool, dynamic: Optional[bool],
-                 verify: bool, where: str) -> None:
+                 verify: bool, where: str, recompile_limit: Optional[int] = None,
+                 mode: Optional[str] = None, options: Optional[dict[str, Any]] = None,
+                 name: Optional[str] = None) -> None:
+        if backend is None:  # [Note: torch.compile's parameters]: torch's default
+            backend = adapter.default_backend()
         self.backend = backend
-        self.backend_fn = adapter.resolve_backend(backend)
+        self.mode = mode
+        self.options = dict(options) if options else None
+        # the backend as torch.compile hands it to Dynamo (mode, options, dynamic bound)
+        self.backend_fn = adapter.torch_backend(backend, mode, self.options, dynamic, name)
+        self.recompile_limit = recompile_limit
+        self.backend_failures = 0
+        # [Note: Graph breaks]: the torch.compile wrapper that serves what did not capture
+        self._frame_path: Optional[Callable[..., Any]] = None
+        self.pieces: list[Piece] = []
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self.verify = verify
@@ -121,24 +186,38 @@ class TorchCompiler:
         converted: list[Any] = []
 
         def keep(entries: Sequence[Any]) -> list[bool]:
-            if convert is None:
-                return [True] * len(entries)
             result = convert(entries, function=request.fn,
                              function_source=self.function_source)
             converted[:] = [result]
             left = {id(u.entry) for u in result.unconverted}
             return [id(e) in left for e in entries]
 
+        run = functools.partial(adapter.capture, request.fn, args, kwargs,  # type: ignore[arg-type]
+                                self.backend_fn, keep, dynamic=self.dynamic,
+                                full_tree=self.verify, saving=self.saving,
+                                scalars=self.fullgraph or adapter.capture_scalar_outputs(),
+                                compile_id=_ids(request.compile_id))
         try:
-            cap = adapter.capture(
-                request.fn, args, kwargs, self.backend_fn, keep,  # type: ignore[arg-type]
-                dynamic=self.dynamic, full_tree=self.verify, saving=self.saving,
-            )
+            try:
+                cap = run()
+            except adapter.ScalarBreak:
+                # [Note: Float facts a symbolic guard cannot see]: the value read may be a
+                # float Dynamo made a tensor (math.copysign(1.0, k)), whose sign torch's
+                # frame path would lose: with floats constants the capture may not break
+                cap = run(specialize_float=True)
+            if converted and converted[0].symbolic_zeros:
+                # [Note: Float facts a symbolic guard cannot see]: the trace lost a zero's sign
+                self.installed.extend(cap.installed)
+                cap = run(specialize_float=True)
+        except adapter.BackendRaised as e:
+            return self._backend_failed(request, e)
         except Exception as e:
             if not adapter.is_capture_failure(e):
                 raise
             return self._capture_failed(request, e)
         self.installed.extend(cap.installed)
+        if cap.graph_module is not None:
+            _trace_graph(cap.graph_module, request.compile_id)
         info = EntryInfo(request.compile_id, cap, request.signature.params)
         self.infos[request.compile_id] = info
         state_kind = self._global_state(request, cap)
@@ -174,8 +253,9 @@ class TorchCompiler:
         ``ArtifactError`` saying why when this entry cannot be stored."""
         saved = self.saved.get(artifact) if _weakrefable(artifact) else None
         if saved is None:
-            raise ArtifactError(f"{self.where}: this entry runs the function eagerly (its "
-                                f"capture failed) or was not compiled for a store")
+            raise ArtifactError(f"{self.where}: this entry runs the function under torch's "
+                                f"frame path or eagerly (its capture failed), or was not "
+                                f"compiled for a store")
         if isinstance(saved, str):
             raise ArtifactError(f"{self.where}: {saved}")
         assert isinstance(self.fn, types.FunctionType)
@@ -192,6 +272,8 @@ class TorchCompiler:
         env = {
             "torch": torch.__version__,
             "backend": adapter.backend_name(self.backend),
+            **({"mode": str(self.mode)} if self.mode is not None else {}),
+            **({"options": repr(sorted(self.options.items()))} if self.options else {}),
             "fullgraph": str(self.fullgraph),
             "dynamic": str(self.dynamic),
             "cpu": torch.backends.cpu.get_cpu_capability(),
@@ -240,19 +322,82 @@ class TorchCompiler:
         if self.fullgraph:
             raise CaptureError(
                 f"{self.where}: fullgraph=True but TorchDynamo could not capture one graph:\n"
-                f"{text}\nRemove the graph break, or compile with fullgraph=False to run "
-                f"the function eagerly"
+                f"{text}\nRemove the graph break, or compile with fullgraph=False to let "
+                f"torch.compile's frame path split the function at its graph breaks"
             ) from error
         self.capture_failures += 1
         fn = request.fn
         if fn not in _logged_failures:
             _logged_failures.add(fn)
             first = text.splitlines()[0] if text else type(error).__name__
-            log.warning("%s: TorchDynamo cannot capture one graph (%s); it runs eagerly",
-                        self.where, first)
-        self.infos[request.compile_id] = EntryInfo(request.compile_id, None,
-                                                   request.signature.params, failure=text)
-        return request.fn
+            log.warning("%s: TorchDynamo cannot capture one graph (%s); torch.compile's frame "
+                        "path runs it, split at its graph breaks, and torch's guards (not "
+                        "jitguard's) decide its calls", self.where, first)
+        why = (f"TorchDynamo cannot capture one graph ({text.splitlines()[0] if text else type(error).__name__}): "
+               f"torch.compile's frame path splits it at its graph breaks and torch's guards "
+               f"pick each piece's graph; this entry has no guards of its own, and none of "
+               f"jitguard's stricter checks apply")
+        self.infos[request.compile_id] = EntryInfo(
+            request.compile_id, None, request.signature.params, failure=text,
+            layer=FRAME_PATH, why=why, pieces=self.pieces)
+        return self.frame_path(fn)
+
+    def frame_path(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """[Note: Graph breaks]: ``fn`` under ``torch.compile``, made once."""
+        if self._frame_path is None:
+            backend_fn, pieces = self.backend_fn, self.pieces
+
+            def recording(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+                cid = adapter.current_torch_compile_id()
+                pieces.append(Piece(None if cid is None else str(cid), gm))
+                _trace_graph(gm, cid)
+                return backend_fn(gm, example_inputs)
+
+            recording.__name__ = recording.__qualname__ = adapter.backend_name(self.backend)
+            extra: dict[str, Any] = {}
+            if self.recompile_limit is not None:  # not in torch.compile's typed overloads
+                extra["recompile_limit"] = self.recompile_limit
+            self._frame_path = torch.compile(fn, backend=recording, dynamic=self.dynamic,
+                                             **extra)
+        return self._frame_path
+
+    def _backend_failed(self, request: CompileRequest, error: adapter.BackendRaised) -> Callable[..., Any]:
+        """[Note: Backend failures]."""
+        self.backend_failures += 1
+        cause = error.cause
+        if adapter.suppress_errors() and not self.fullgraph:
+            if request.fn not in _logged_failures:
+                _logged_failures.add(request.fn)
+                log.warning("%s: backend=%r raised %s: %s; torch._dynamo.config.suppress_errors "
+                            "is set, so the function runs eagerly, as torch.compile's would",
+                            self.where, adapter.backend_name(self.backend),
+                            type(cause).__name__, cause)
+            self.infos[request.compile_id] = EntryInfo(
+                request.compile_id, None, request.signature.params,
+                failure=f"backend={adapter.backend_name(self.backend)!r} raised "
+                        f"{type(cause).__name__}: {cause}",
+                layer=RUNS_EAGERLY,
+                why="its backend failed and torch._dynamo.config.suppress_errors is set: the "
+                    "function runs eagerly, unguarded, as torch skips such a frame")
+            return request.fn
+        raise BackendCompilerFailed(self.where, self.backend, cause) from cause
+
+
+def _ids(compile_id: Any) -> Optional[tuple[int, int]]:
+    """A jitguard compile id as torch's (frame id, frame compile id) ([Note: torch's tools])."""
+    frame, n = getattr(compile_id, "frame_id", None), getattr(compile_id, "frame_compile_id", None)
+    return None if frame is None or n is None else (int(frame), int(n))
+
+
+def _trace_graph(gm: torch.fx.GraphModule, compile_id: Any) -> None:
+    """[Note: torch's tools]: the graph as torch's ``dynamo_output_graph`` record, on
+    jitguard's own sinks (torch writes it into its stream itself); built only when a trace
+    is on."""
+    if not structured.active():
+        return
+    structured.emit("dynamo_output_graph", lambda intern: {"sizes": adapter.graph_sizes(gm)},
+                    compile_id=compile_id, payload=lambda intern: adapter.readable_graph(gm),
+                    where="jitguard/_src/torch/dynamo_cache.py:0", torch_writes=True)
 
 
 def _weakrefable(obj: Any) -> bool:
@@ -359,6 +504,8 @@ class DynamoCache(FunctionCache):
     regions: Optional[Regions] = None
     key: Any = None
     isolated = False
+    torch_names = True
+    advice_frontend = "jitguard.torch.compile"  # [Note: Recompile advice]
 
     def __init__(self, fn: Callable[..., Any], compiler: TorchCompiler, limit: Optional[int],
                  store: StoreLike = None, *, watch: Optional[types.FunctionType] = None) -> None:
@@ -411,6 +558,12 @@ class DynamoCache(FunctionCache):
     def on_limit(self, value: str) -> None:
         pass
 
+    def _new_compile_id(self) -> Any:
+        """[Note: torch's tools]: the function's frame id is one of torch's."""
+        if self._frame_id is None:
+            self._frame_id = adapter.new_frame_id()
+        return super()._new_compile_id()
+
     def _watch_target(self, fn: Any) -> Optional[types.FunctionType]:
         return self._watch if self._watch is not None else super()._watch_target(fn)
 
@@ -462,7 +615,20 @@ class DynamoCache(FunctionCache):
         infos = self._torch_compiler.infos
         return _with(super().stats(),
                      capture_failures=self._torch_compiler.capture_failures,
-                     delegated=sum(1 for cid in live if infos.get(cid) and infos[cid].delegated))
+                     backend_failures=self._torch_compiler.backend_failures,
+                     delegated=sum(1 for cid in live if infos.get(cid) and infos[cid].delegated),
+                     frame_path=sum(1 for cid in live
+                                    if infos.get(cid) and infos[cid].guard_layer == FRAME_PATH))
+
+    def guard_layer(self, entry: Any) -> Optional[dict[str, str]]:
+        """Which guards decide ``entry``'s calls, and why ([Note: Graph breaks])."""
+        info = self._torch_compiler.infos.get(entry.compile_id)
+        if info is None:
+            return None
+        out = {"layer": info.guard_layer, "why": info.why}
+        if info.pieces:
+            out["pieces"] = ", ".join(f"{p.compile_id} (torch's guards)" for p in info.pieces)
+        return out
 
 
 def _uninstall(f_globals: dict[str, Any], names: list[str]) -> None:
@@ -491,3 +657,4 @@ def _with(stats: CacheStats, **extra: int) -> CacheStats:
 
 # [Note: Capture failures]: the functions whose capture failure was logged already.
 _logged_failures: weakref.WeakSet[Any] = weakref.WeakSet()
+

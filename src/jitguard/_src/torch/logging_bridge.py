@@ -11,10 +11,12 @@ May import: jitguard._src.logs, jitguard._src.structured, torch.
 # INFO (``+jitguard``: DEBUG). On ``install`` this module also:
 #   * registers ``jitguard`` as a torch log, so torch's ``TORCH_LOGS=help`` lists it and
 #     torch's own re-configuration (``torch._logging.set_logs``) treats it as one of its own;
-#   * turns jitguard's ``recompiles`` log on when torch's ``recompiles`` (or
-#     ``recompiles_verbose``) artifact is on, and ``guards`` when torch's ``guards`` is,
-#     in torch's format, unless jitguard's own switch already set them: a program compiled
-#     by ``jitguard.torch.compile`` shows its recompile reasons under ``TORCH_LOGS=recompiles``;
+#   * turns jitguard's ``recompiles`` log on when torch's ``recompiles`` artifact is on (at
+#     DEBUG, every failing guard, when ``TORCH_LOGS`` says ``+recompiles``),
+#     ``recompiles_verbose`` when torch's ``recompiles_verbose`` is, and ``guards`` when
+#     torch's ``guards`` is, in torch's format, unless jitguard's own switch already set
+#     them: a program compiled by ``jitguard.torch.compile`` shows its recompile reasons
+#     under ``TORCH_LOGS=recompiles``;
 #   * when torch writes a structured trace (``TORCH_TRACE``, ``TORCH_DTRACE``,
 #     ``TORCH_COMPILE_DEBUG``), adds a sink that writes jitguard's compile events into
 #     torch's own stream, through torch's trace logger and torch's table of interned file
@@ -31,6 +33,7 @@ May import: jitguard._src.logs, jitguard._src.structured, torch.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Optional
 
 from torch._logging import _internal as _torch_logging
@@ -41,13 +44,17 @@ from .. import logs, structured
 __all__ = ["TorchTraceSink", "install", "torch_trace_dir"]
 
 # torch artifact -> the jitguard log it turns on
-_ARTIFACTS = {"recompiles": "recompiles", "recompiles_verbose": "recompiles", "guards": "guards"}
+_ARTIFACTS = {"recompiles": "recompiles", "recompiles_verbose": "recompiles_verbose",
+              "guards": "guards"}
 
 _installed = False
 
 
 class TorchTraceSink:
     """Writes jitguard's structured records into torch's trace stream."""
+
+    #: records torch writes itself are not written again here (``structured.emit``)
+    torch_stream = True
 
     def intern(self, text: str) -> int:
         return int(_torch_structured.intern_string(text))
@@ -75,6 +82,13 @@ def torch_artifact_enabled(name: str) -> bool:
     return bool(_torch_logging.log_state.is_artifact_enabled(name))
 
 
+def _plus(artifact: str) -> bool:
+    """Whether ``TORCH_LOGS`` names ``+artifact`` (torch keeps no level for an artifact, so
+    ``+recompiles`` is read from the variable itself: jitguard's verbose recompiles)."""
+    items = [item.strip() for item in os.environ.get("TORCH_LOGS", "").split(",")]
+    return f"+{artifact}" in items
+
+
 def install() -> None:
     """Plug jitguard's logs and trace into torch's logging (idempotent)."""
     global _installed
@@ -85,7 +99,8 @@ def install() -> None:
     mine = logs.turned_on()
     for artifact, name in _ARTIFACTS.items():
         if name not in mine and torch_artifact_enabled(artifact):
-            logs.enable(name, logging.INFO, _torch_logging.DEFAULT_FORMATTER)
-            mine[name] = logging.INFO
+            level = logging.DEBUG if _plus(artifact) else logging.INFO
+            logs.enable(name, level, _torch_logging.DEFAULT_FORMATTER)
+            mine[name] = level
     if torch_trace_dir() is not None:
         structured.add_sink(_SINK)

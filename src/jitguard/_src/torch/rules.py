@@ -1,7 +1,7 @@
 """Argument rules for the specializing cache: how a tensor, a torch constant (dtype, device,
 Size, layout, memory format) and an nn.Module argument are guarded by default.
 
-May import: jitguard._src.cache.entry, jitguard._src.cache.policy,
+May import: jitguard._src.guards, jitguard._src.dispatch.entry, jitguard._src.cache.policy,
 jitguard._src.compiler.builder, jitguard._src.torch.module, torch.
 
 A tensor is guarded by TENSOR_MATCH; a dynamic one (declared, or made so by a recompile)
@@ -61,13 +61,10 @@ def tensors_weight(batch: Any) -> int:
 
 
 def register_rules() -> None:
-    """Register the rules (and the torch kinds' specificity) with the specializing cache, if
-    this build has one."""
-    try:
-        from ..cache.entry import register_specificity
-        from ..cache.policy import register_arg_rule
-    except ImportError:  # pragma: no cover - the cache package is optional
-        return
+    """Register the rules (and the torch kinds' specificity) with the specializing cache."""
+    from ..cache.policy import register_arg_rule
+    from ..dispatch.entry import register_specificity
+
     register_specificity("TENSOR_MATCH", tensor_weight)
     register_specificity("TENSORS_MATCH", tensors_weight)
     register_specificity("NN_MODULE_STATE", 4)

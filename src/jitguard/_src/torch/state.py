@@ -275,7 +275,11 @@ def group_available() -> bool:
 def register_states() -> None:
     """Register the states ``GlobalContext`` restores and GLOBAL_STATE guards check, and the
     group that checks them in one call where this torch allows it."""
-    reg = functools.partial(global_states.register, replace=True, describe=describe)
+    reg = functools.partial(global_states.register, replace=True, describe=describe,
+                            owner="torch")
+    # [Note: Global states in play]: a tensor or a module among a specialized function's
+    # arguments puts torch's states in play.
+    global_states.register_owner("torch", (torch.Tensor, torch.nn.Module))
     # The specification's six, under its names.
     reg("grad_enabled", torch.is_grad_enabled, write=torch.set_grad_enabled)
     # The no-argument form reads CUDA's flag without parsing a device string (half the cost).
