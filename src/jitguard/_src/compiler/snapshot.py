@@ -3,7 +3,7 @@ mostly about an object graph's structure (a module tree) gets a front check that
 C, whether every object, type and dict those guards read is as it was when they last all
 held; if so only the other guards run.
 
-May import: config, native, guards, sources, more_sources, compiler.check, compiler.builder.
+May import: native, guards, sources, more_sources, compiler.* (the kinds it covers, check).
 
 # [Note: Skipping structure guards by version tags]
 # Most guards of a real model are about its structure: the type of each module, its empty
@@ -86,7 +86,18 @@ from ..sources import (
     Relabel,
     TypeSource,
 )
+from .attr_kinds import EmptyHooksDict, NotPresentInGenericDict
 from .builder import Leaf
+from .builtin_kinds import (
+    ConstantMatch,
+    DictContains,
+    DictKeysMatch,
+    EqualsMatch,
+    LengthCheck,
+    SequenceLength,
+)
+from .identity_kinds import BoolMatch, DuplicateInput, IdMatch, NoneMatch, TypeMatch
+from .python_kinds import BuiltinMatch, ClassMatch, ModuleMatch
 
 __all__ = ["MIN_COVERED", "REARMS", "available", "enabled", "install", "plan"]
 
@@ -292,7 +303,7 @@ class _Recorder:
 
 
 def _covered(leaf: Leaf, rec: _Recorder) -> bool:
-    rule = _COVERED.get(leaf.kind.name)
+    rule = _COVERED.get(type(leaf.kind))
     if rule is None or not leaf.sources:
         return False
     values = [rec.resolve(s) for s in leaf.sources]
@@ -327,17 +338,19 @@ def _not_present(v: Any, params: Any, rec: _Recorder) -> bool:
             and rec.node(v, _NODE_INSTANCE_DICT))
 
 
-_COVERED: dict[str, Callable[[Any, Any, _Recorder], bool]] = {
-    **dict.fromkeys(("TYPE_MATCH", "ID_MATCH", "NONE_MATCH", "BOOL_MATCH", "CLASS_MATCH",
-                     "MODULE_MATCH", "BUILTIN_MATCH", "DUPLICATE_INPUT"), _identity),
-    "EQUALS_MATCH": _immutable_value,
-    "CONSTANT_MATCH": _immutable_value,
-    "EMPTY_NN_MODULE_HOOKS_DICT": _dict_content,
-    "LENGTH_CHECK": _dict_content,
-    "DICT_CONTAINS": _dict_contains,
-    "DICT_KEYS_MATCH": _exact_container,
-    "SEQUENCE_LENGTH": _exact_container,
-    "NOT_PRESENT_IN_GENERIC_DICT": _not_present,
+# By kind class, not name ([Note: Kinds own their cache data]): a kind registered under
+# one of these names by someone else is not covered.
+_COVERED: dict[type, Callable[[Any, Any, _Recorder], bool]] = {
+    **dict.fromkeys((TypeMatch, IdMatch, NoneMatch, BoolMatch, ClassMatch, ModuleMatch,
+                     BuiltinMatch, DuplicateInput), _identity),
+    EqualsMatch: _immutable_value,
+    ConstantMatch: _immutable_value,
+    EmptyHooksDict: _dict_content,
+    LengthCheck: _dict_content,
+    DictContains: _dict_contains,
+    DictKeysMatch: _exact_container,
+    SequenceLength: _exact_container,
+    NotPresentInGenericDict: _not_present,
 }
 
 
