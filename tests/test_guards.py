@@ -342,9 +342,14 @@ def test_create_calls_create_fn_with_builder_and_guard() -> None:
 
 
 def test_create_logs_and_reraises_without_stack(caplog: pytest.LogCaptureFixture) -> None:
-    """A failing create_fn is logged with the guard text and the error is re-raised."""
+    """A failing create_fn is logged (DEBUG) with the guard text and the error is re-raised;
+    at the default levels nothing is logged, so nothing reaches stderr."""
     g = Guard(X, BROKEN)
-    with caplog.at_level(logging.ERROR, logger="jitguard.guards"):
+    with caplog.at_level(logging.INFO, logger="jitguard.guards"):
+        with pytest.raises(ValueError, match="cannot build this guard"):
+            g.create(Builder())
+    assert caplog.records == []
+    with caplog.at_level(logging.DEBUG, logger="jitguard.guards"):
         with pytest.raises(ValueError, match="cannot build this guard"):
             g.create(Builder())
     assert len(caplog.records) == 1
@@ -357,7 +362,7 @@ def test_create_logs_where_the_guard_was_created(caplog: pytest.LogCaptureFixtur
     """With a captured stack the log also says where the guard was created."""
     g = Guard(X, BROKEN)
     g.stack = CapturedStack.extract()
-    with caplog.at_level(logging.ERROR, logger="jitguard.guards"):
+    with caplog.at_level(logging.DEBUG, logger="jitguard.guards"):
         with pytest.raises(ValueError):
             g.create(Builder())
     messages = [r.getMessage() for r in caplog.records]

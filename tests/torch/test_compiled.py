@@ -193,3 +193,15 @@ def test_replaced_class_forward_code_replaced_under_hooks() -> None:
     _same(cf, m, x)
     fives.__code__ = _times_three.__code__
     _same(cf, m, x)
+
+
+def test_capture_info_values_have_a_repr() -> None:
+    """capture_info's values print their compile id and guard layer, not an object address."""
+    import jitguard.torch as jgt
+
+    cf = jgt.compile(lambda x: x + 1)
+    cf(torch.ones(2))
+    (info,) = jgt.capture_info(cf).values()
+    text = repr(info)
+    assert text.startswith(f"<EntryInfo {info.compile_id} guards: jitguard"), text
+    assert " at 0x" not in text

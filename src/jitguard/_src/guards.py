@@ -365,13 +365,15 @@ class Guard:
 
     def create(self, builder: GuardBuilderBase) -> Any:
         """Install this guard into ``builder``; on failure log the guard and where it was
-        created, then re-raise."""
+        created on the ``guards`` log at DEBUG (``+guards``: nothing is printed to a caller
+        who catches the error), then re-raise."""
         try:
             return self.create_fn(builder, self)
         except Exception:
-            log.exception("Error while creating guard %s", self)
-            if self.stack:
-                log.error("Created at:\n%s", "".join(self.stack.format()[-4:]).rstrip())
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("Error while creating guard %s", self, exc_info=True)
+                if self.stack:
+                    log.debug("Created at:\n%s", "".join(self.stack.format()[-4:]).rstrip())
             raise
 
     def is_specialized_nn_module(self) -> bool:

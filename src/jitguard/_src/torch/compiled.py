@@ -154,6 +154,18 @@ class EntryInfo:
                     f"(one TORCH_GUARD_TREE check)")
         return "one graph; jitguard checks every guard Dynamo made"
 
+    def __repr__(self) -> str:
+        if self.failure is not None:
+            head = f"capture failed: {self.failure}"
+        else:
+            head = f"guards: {self.guard_layer}"
+            if self.converted:
+                head += f", {sum(self.converted.values())} converted"
+            if self.delegated:
+                kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.delegated.items()))
+                head += f", {sum(self.delegated.values())} delegated ({kinds})"
+        return f"<EntryInfo {self.compile_id} {head}>"
+
     def forget_entries(self) -> None:
         """Drop Dynamo's guard entries (they hold the example values: keeping them would
         keep the call's tensors alive)."""
