@@ -41,7 +41,7 @@ SPEEDUPS_DIR = "src/jitguard/_src/_speedups"
 SPEEDUPS_PARTS = [
     f"{SPEEDUPS_DIR}/{part}"
     for part in ("speedups.h", "facts.c.h", "tokens.c.h", "state.c.h", "dispatch.c.h",
-                 "dispatch_type.c.h")
+                 "dispatch_type.c.h", "tags.c.h")
 ]
 
 extensions = []

@@ -23,8 +23,10 @@ keeps one cache entry per variant and none hits another's):
     the timed ``torch`` copy has none, as a filter makes torch's check slower;
   * ``jg_c`` / ``jg_py``: ``jitguard.torch.compile(m, backend=replay)`` with the C hot path
     and with the pure-Python dispatcher (``fast.set_enabled`` at compile time; the process
-    imports jitguard with the extension, so the generated checks' C batch helpers serve
-    both).
+    imports jitguard with the extension, so the generated checks' C batch helpers and the
+    structure snapshot serve both);
+  * ``jg_noskip``: ``jg_c`` without the structure snapshot (every guard on every call:
+    jitguard before [Note: Skipping structure guards by version tags]).
 
 ``replay`` is a backend that runs the graph once on the example inputs and returns those
 outputs on every call, so a call costs the framework's own work alone (guards, Dynamo's
@@ -61,7 +63,7 @@ HERE = Path(__file__).resolve().parent
 MODELS = ("qwen3", "llama", "gpt2")
 GOAL_TORCH = 0.25
 GOAL_FLOOR = 1.5
-VARIANTS = ("eager", "torch", "torch_tags", "floor", "jg_c", "jg_py")
+VARIANTS = ("eager", "torch", "torch_tags", "floor", "jg_c", "jg_py", "jg_noskip")
 
 
 class Replay:
@@ -147,13 +149,15 @@ def child(name: str, layers: int | None, device: str, reps: int, batch_s: float)
 
     import jitguard
     import jitguard.torch as jgt
+    from jitguard._src.compiler import snapshot
     from jitguard._src.dispatch import fast
 
     torch.set_num_threads(1)
     torch.set_grad_enabled(False)
     base, kw = build(name, layers=layers, device=device)
     eager_out = base(**kw)
-    models = {v: variant_copy(base, v) for v in ("torch", "torch_tags", "floor", "jg_c", "jg_py")}
+    models = {v: variant_copy(base, v)
+              for v in ("torch", "torch_tags", "floor", "jg_c", "jg_py", "jg_noskip")}
     backends = {v: Replay() for v in models}
     torch_kinds: Counter[str] = Counter()
 
@@ -172,19 +176,23 @@ def child(name: str, layers: int | None, device: str, reps: int, batch_s: float)
     outs = {"torch": compiled["torch"](**kw), "floor": compiled["floor"](**kw)}
     with torch._dynamo.config.patch(use_recursive_dict_tags_for_guards=True):
         outs["torch_tags"] = compiled["torch_tags"](**kw)
-    for v, on in (("jg_c", True), ("jg_py", False)):
+    for v, on, skip in (("jg_c", True, True), ("jg_py", False, True),
+                        ("jg_noskip", True, False)):
         old = fast.set_enabled(on and fast.available())
+        old_skip, snapshot.enabled = snapshot.enabled, skip
         try:
             compiled[v] = jgt.compile(models[v], backend=backends[v], verify=False,
                                       isolate_recompiles=True)
+            outs[v] = compiled[v](**kw)
         finally:
             fast.set_enabled(old)
-        outs[v] = compiled[v](**kw)
+            snapshot.enabled = old_skip
     for v, out in outs.items():
         again = compiled[v](**kw)
         if not (same(out, again) and same(out, eager_out)):
             raise AssertionError(f"{name}: the {v} variant's output differs from eager's")
-    entries = {v: list(jitguard.cache_of(compiled[v]).entries()) for v in ("jg_c", "jg_py")}
+    entries = {v: list(jitguard.cache_of(compiled[v]).entries())
+               for v in ("jg_c", "jg_py", "jg_noskip")}
     infos = {v: jgt.capture_info(compiled[v]) for v in entries}
     jg_kinds = Counter[str]()
     delegated = 0
@@ -192,6 +200,8 @@ def child(name: str, layers: int | None, device: str, reps: int, batch_s: float)
         jg_kinds.update(info.guard_types())
         delegated += sum(info.delegated.values())
     leaves = sum(len(e.check.leaves) for e in entries["jg_c"])
+    skips = [getattr(e.check, "structure_skip", None) for e in entries["jg_c"]]
+    covered = sum(len(p.covered) for p in skips if p is not None)
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
     # the frame torch.compile(m) catches: the variant's own forward
@@ -207,6 +217,7 @@ def child(name: str, layers: int | None, device: str, reps: int, batch_s: float)
                              lambda: torch.compiler.set_stance(skip_guard_eval_unsafe=True)),
         "jg_c": timeit.Timer("jg_c(**kw)", globals=ns),
         "jg_py": timeit.Timer("jg_py(**kw)", globals=ns),
+        "jg_noskip": timeit.Timer("jg_noskip(**kw)", globals=ns),
     }
     graphs = {v: b.graphs for v, b in backends.items()}
     n_entries = {v: len(list(jitguard.cache_of(compiled[v]).entries())) for v in entries}
@@ -215,8 +226,12 @@ def child(name: str, layers: int | None, device: str, reps: int, batch_s: float)
             v: len(list(jitguard.cache_of(compiled[v]).entries())) for v in entries}:
         raise AssertionError(f"{name}: a variant recompiled while timed")
     us = {k: round(median(v) / 1e3, 2) for k, v in samples.items()}
+    # how many more times each front check may take its snapshot again (REARMS at most):
+    # fewer means the structure it watches changed while timed
+    rearms = {v: [e.check.fn.__globals__["___snap"][2] for e in es
+                  if "___snap" in e.check.fn.__globals__] for v, es in entries.items()}
     ratios = {}
-    for v in ("jg_c", "jg_py"):
+    for v in ("jg_c", "jg_py", "jg_noskip"):
         ratios[f"{v}/torch"] = round(us[v] / us["torch"], 3)
         ratios[f"{v}/floor"] = round(us[v] / us["floor"], 3)
     ratios["torch_tags/torch"] = round(us["torch_tags"] / us["torch"], 3)
@@ -231,6 +246,8 @@ def child(name: str, layers: int | None, device: str, reps: int, batch_s: float)
         "torch_kinds": dict(torch_kinds.most_common()),
         "jg_kinds": dict(jg_kinds.most_common()),
         "jg_leaves": leaves,
+        "jg_covered": covered,
+        "rearms_left": rearms,
         "jg_entries": n_entries,
         "delegated": delegated,
         "us": us,
@@ -262,7 +279,8 @@ def run_child(name: str, args: argparse.Namespace) -> dict[str, Any]:
 def report(r: dict[str, Any]) -> None:
     us, ratios = r["us"], r["ratios"]
     print(f"\n{r['model']} x{r['layers']} ({r['device']}): torch guards {r['torch_guards']} "
-          f"(tree leaves {r['torch_tree_leaves']}), jitguard check leaves {r['jg_leaves']}, "
+          f"(tree leaves {r['torch_tree_leaves']}), jitguard check leaves {r['jg_leaves']} "
+          f"({r['jg_covered']} skipped while the structure is unchanged), "
           f"delegated {r['delegated']}")
     print("  torch's guards per kind:    "
           + ", ".join(f"{k} {n}" for k, n in r["torch_kinds"].items()))

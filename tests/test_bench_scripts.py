@@ -64,7 +64,7 @@ def test_bench_llm_runs_at_a_tiny_depth() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     (r,) = json.loads(proc.stdout.strip().splitlines()[-1])["models"]
     assert r["model"] == "gpt2" and r["layers"] == 1
-    assert set(r["us"]) == {"eager", "torch", "torch_tags", "floor", "jg_c", "jg_py"}
+    assert set(r["us"]) == {"eager", "torch", "torch_tags", "floor", "jg_c", "jg_py", "jg_noskip"}
     assert all(v > 0 for v in r["us"].values()), r["us"]
     assert r["torch_guards"] > 0 and r["jg_leaves"] > 0 and r["delegated"] >= 0
     assert {"jg_c/torch", "jg_c/floor", "jg_py/torch", "jg_py/floor"} <= set(r["ratios"])

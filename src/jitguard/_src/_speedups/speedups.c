@@ -268,6 +268,8 @@ learn_getattr_hook(void)
 
 /* ---- the module ---------------------------------------------------------------------- */
 
+#include "tags.c.h"
+
 static PyMethodDef module_methods[] = {
     {"set_slot_type", set_slot_type, METH_O,
      "Learn where the cache's Slot class keeps hits, last, artifact and residual."},
@@ -291,6 +293,7 @@ static PyMethodDef module_methods[] = {
      "attrs_falsy(names, *values): getattr(values[i], names[i]) is false for every i."},
     {"dicts_exclude", (PyCFunction)(void (*)(void))py_dicts_exclude, METH_FASTCALL,
      "dicts_exclude(attrs, *values): no name of attrs[i] is in values[i]'s instance dict."},
+    JG_TAGS_METHODS
     {NULL},
 };
 
@@ -308,6 +311,11 @@ PyInit_ext(void)
     if (PyType_Ready(&StateType) < 0 || PyType_Ready(&DispatchType) < 0) {
         return NULL;
     }
+#ifdef JG_HAVE_TAGS
+    if (PyType_Ready(&TagSnapshotType) < 0) {
+        return NULL;
+    }
+#endif
     str_C = PyUnicode_InternFromString("C");
     str_F = PyUnicode_InternFromString("F");
     str_A = PyUnicode_InternFromString("A");
@@ -334,5 +342,11 @@ PyInit_ext(void)
         Py_DECREF(m);
         return NULL;
     }
+#ifdef JG_HAVE_TAGS
+    if (PyModule_AddObjectRef(m, "TagSnapshot", (PyObject *)&TagSnapshotType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
     return m;
 }

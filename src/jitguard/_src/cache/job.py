@@ -34,6 +34,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
+from ..compiler import snapshot
 from ..compiler.builder import GuardBuilder
 from ..compiler.check import CheckFunction, compile_guards
 from ..compiler.kinds import FACT_VALUE
@@ -155,6 +156,9 @@ class CompileJob:
                 arg_names=params,
                 name=f"{getattr(self.fn, '__qualname__', 'fn')} {compile_id}",
             )
+            # a front check for large structure guard sets
+            # ([Note: Skipping structure guards by version tags])
+            snapshot.install(check, values)
         return Compiled(artifact, check, request, dynamic, static, mutated)
 
     def _in_play(self, values: tuple[Any, ...],

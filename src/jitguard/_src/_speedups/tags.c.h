@@ -1,0 +1,237 @@
+/* The structure snapshot's check: [Note: Skipping structure guards by version tags] in
+ * compiler/snapshot.py. Python 3.10 and 3.11 only (dict version tags and the dict pointer
+ * of managed dicts as read here); elsewhere the module has no TagSnapshot and the Python
+ * side runs every guard. */
+
+#if PY_VERSION_HEX < 0x030C0000
+#define JG_HAVE_TAGS 1
+
+enum { NODE_TYPE = 0, NODE_INSTANCE_DICT = 1, NODE_DICT = 2 };
+
+typedef struct {
+    PyObject *obj;          /* borrowed: alive while the snapshot holds (see the Note) */
+    PyTypeObject *type;     /* borrowed: held by ``keep`` */
+    unsigned int type_tag;
+    int mode;
+    PyObject *dict;         /* the expected instance dict (NODE_INSTANCE_DICT), borrowed */
+    uint64_t tag;           /* the dict's expected version tag (modes 1 and 2) */
+} TagNode;
+
+typedef struct {
+    Py_ssize_t pos;         /* the argument position */
+    Py_ssize_t sub;         /* -1, or the item of that argument (an exact tuple) */
+    PyObject *ref;          /* a weak reference to the object recorded there (owned) */
+    PyObject *obj;          /* what it referred to (borrowed, compared by address only) */
+} TagRoot;
+
+typedef struct {
+    PyObject_HEAD
+    TagRoot *roots;
+    Py_ssize_t n_roots;
+    TagNode *nodes;
+    Py_ssize_t n_nodes;
+    PyObject *keep;         /* strong references: the types, pinned roots */
+} TagSnapshot;
+
+static int
+tags_type_ok(PyTypeObject *tp, unsigned int tag)
+{
+    return (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag == tag;
+}
+
+static PyObject *
+tag_snapshot_call(TagSnapshot *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *frame;
+    if (!PyArg_ParseTuple(args, "O!:TagSnapshot", &PyTuple_Type, &frame)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(frame);
+    for (Py_ssize_t i = 0; i < self->n_roots; i++) {
+        TagRoot *r = &self->roots[i];
+        if (r->pos >= n) {
+            Py_RETURN_FALSE;
+        }
+        PyObject *live = PyWeakref_GET_OBJECT(r->ref);
+        PyObject *arg = PyTuple_GET_ITEM(frame, r->pos);
+        if (r->sub >= 0) {
+            if (!PyTuple_CheckExact(arg) || PyTuple_GET_SIZE(arg) <= r->sub) {
+                Py_RETURN_FALSE;
+            }
+            arg = PyTuple_GET_ITEM(arg, r->sub);
+        }
+        if (live == Py_None || live != r->obj || arg != live) {
+            Py_RETURN_FALSE;
+        }
+    }
+    for (Py_ssize_t i = 0; i < self->n_nodes; i++) {
+        TagNode *nd = &self->nodes[i];
+        PyObject *o = nd->obj;
+        if (Py_TYPE(o) != nd->type || !tags_type_ok(nd->type, nd->type_tag)) {
+            Py_RETURN_FALSE;
+        }
+        if (nd->mode == NODE_DICT) {
+            if (((PyDictObject *)o)->ma_version_tag != nd->tag) {
+                Py_RETURN_FALSE;
+            }
+        }
+        else if (nd->mode == NODE_INSTANCE_DICT) {
+            PyObject **dp = _PyObject_GetDictPtr(o);
+            if (dp == NULL) {
+                PyErr_Clear();
+                Py_RETURN_FALSE;
+            }
+            if (*dp != nd->dict || ((PyDictObject *)*dp)->ma_version_tag != nd->tag) {
+                Py_RETURN_FALSE;
+            }
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
+static void
+tag_snapshot_dealloc(TagSnapshot *self)
+{
+    for (Py_ssize_t i = 0; i < self->n_roots; i++) {
+        Py_XDECREF(self->roots[i].ref);
+    }
+    PyMem_Free(self->roots);
+    PyMem_Free(self->nodes);
+    Py_XDECREF(self->keep);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* TagSnapshot(roots, nodes, keep): roots a tuple of (pos, sub, weakref, id); nodes a tuple of
+ * (id, type, type_tag, mode, dict_id, tag); keep a tuple holding the types (and pinned
+ * objects) strongly. The Python side builds them (compiler/snapshot.py). */
+static PyObject *
+tag_snapshot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *roots, *nodes, *keep;
+    if (!PyArg_ParseTuple(args, "O!O!O!:TagSnapshot", &PyTuple_Type, &roots, &PyTuple_Type,
+                          &nodes, &PyTuple_Type, &keep)) {
+        return NULL;
+    }
+    TagSnapshot *self = (TagSnapshot *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->n_roots = PyTuple_GET_SIZE(roots);
+    self->n_nodes = PyTuple_GET_SIZE(nodes);
+    self->roots = PyMem_Calloc(self->n_roots ? self->n_roots : 1, sizeof(TagRoot));
+    self->nodes = PyMem_Calloc(self->n_nodes ? self->n_nodes : 1, sizeof(TagNode));
+    Py_INCREF(keep);
+    self->keep = keep;
+    if (self->roots == NULL || self->nodes == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < self->n_roots; i++) {
+        PyObject *ref, *id;
+        Py_ssize_t pos, sub;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(roots, i), "nnO!O!", &pos, &sub,
+                              &_PyWeakref_RefType, &ref, &PyLong_Type, &id)) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (pos < 0) {
+            PyErr_SetString(PyExc_ValueError, "TagSnapshot: a root's position is negative");
+            Py_DECREF(self);
+            return NULL;
+        }
+        self->roots[i].pos = pos;
+        self->roots[i].sub = sub;
+        Py_INCREF(ref);
+        self->roots[i].ref = ref;
+        self->roots[i].obj = (PyObject *)PyLong_AsVoidPtr(id);
+    }
+    for (Py_ssize_t i = 0; i < self->n_nodes; i++) {
+        PyObject *id, *tp, *dict_id;
+        unsigned long long type_tag, tag;
+        int mode;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(nodes, i), "O!O!KiO!K", &PyLong_Type, &id,
+                              &PyType_Type, &tp, &type_tag, &mode, &PyLong_Type, &dict_id,
+                              &tag)) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        TagNode *nd = &self->nodes[i];
+        nd->obj = (PyObject *)PyLong_AsVoidPtr(id);
+        nd->type = (PyTypeObject *)tp;
+        nd->type_tag = (unsigned int)type_tag;
+        nd->mode = mode;
+        nd->dict = (PyObject *)PyLong_AsVoidPtr(dict_id);
+        nd->tag = (uint64_t)tag;
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject TagSnapshotType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "jitguard._src._speedups.TagSnapshot",
+    .tp_basicsize = sizeof(TagSnapshot),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A structure snapshot: calling it on the check's arguments tuple says whether "
+              "every recorded root, type, type version tag, instance dict and dict version "
+              "tag is unchanged.",
+    .tp_new = tag_snapshot_new,
+    .tp_call = (ternaryfunc)tag_snapshot_call,
+    .tp_dealloc = (destructor)tag_snapshot_dealloc,
+};
+
+/* dict_version(d): d's version tag. */
+static PyObject *
+py_dict_version(PyObject *mod, PyObject *d)
+{
+    if (!PyDict_Check(d)) {
+        PyErr_SetString(PyExc_TypeError, "dict_version(d) takes a dict");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(((PyDictObject *)d)->ma_version_tag);
+}
+
+/* type_version(tp): tp's version tag, assigned now if it has none (a lookup does that);
+ * 0 when it cannot have one. */
+static PyObject *
+py_type_version(PyObject *mod, PyObject *tp)
+{
+    if (!PyType_Check(tp)) {
+        PyErr_SetString(PyExc_TypeError, "type_version(tp) takes a type");
+        return NULL;
+    }
+    PyTypeObject *t = (PyTypeObject *)tp;
+    if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        (void)_PyType_Lookup(t, str_dict);
+    }
+    if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        return PyLong_FromLong(0);
+    }
+    return PyLong_FromUnsignedLong(t->tp_version_tag);
+}
+
+/* instance_dict_id(o): the address of o's instance dict as the snapshot reads it
+ * (materialized if it was not), or 0 when o has none. */
+static PyObject *
+py_instance_dict_id(PyObject *mod, PyObject *o)
+{
+    PyObject **dp = _PyObject_GetDictPtr(o);
+    if (dp == NULL || *dp == NULL || !PyDict_Check(*dp)) {
+        PyErr_Clear();
+        return PyLong_FromLong(0);
+    }
+    return PyLong_FromVoidPtr(*dp);
+}
+
+#define JG_TAGS_METHODS \
+    {"dict_version", py_dict_version, METH_O, "dict_version(d): d's version tag."}, \
+    {"type_version", py_type_version, METH_O, \
+     "type_version(tp): tp's version tag (assigned now if missing), 0 if it has none."}, \
+    {"instance_dict_id", py_instance_dict_id, METH_O, \
+     "instance_dict_id(o): the address of o's instance dict, 0 if none."},
+#else
+#define JG_TAGS_METHODS
+#endif

@@ -1,0 +1,489 @@
+"""Skipping structure guards while nothing they read has changed: a check whose guards are
+mostly about an object graph's structure (a module tree) gets a front check that asks, in
+C, whether every object, type and dict those guards read is as it was when they last all
+held; if so only the other guards run.
+
+May import: native, guards, sources, more_sources, compiler.* (the kinds it covers, check).
+
+# [Note: Skipping structure guards by version tags]
+# Most guards of a real model are about its structure: the type of each module, its empty
+# hooks dicts, a name absent from its instance dict, the keys of its ``_modules``, a flag
+# that is ``False``. Each is a function of values read through a chain of dict items and
+# plain attributes from a root, and of those values' types and dicts. CPython stamps every
+# dict with a version tag (``ma_version_tag``, 3.10-3.13) that takes a fresh value from a
+# process-wide counter whenever the dict changes, and every type with a version tag
+# (``tp_version_tag``) that is invalidated whenever the type or any of its bases changes
+# (``PyType_Modified``) and is only ever reassigned from a counter.
+#
+# ``plan`` splits a check's leaves in two. A leaf is *covered* when every source it reads
+# is *stable* and its kind's verdict is a function of what the snapshot pins (``_COVERED``):
+#   * a stable source is a root that keeps its identity (an argument, weakly referenced
+#     and compared by address; an item of the function's globals dict), or a read from a
+#     stable value that depends on nothing but dicts, types and identities: a dict item
+#     (``dict.__getitem__``, any dict subclass), a key by position, an exact tuple's item,
+#     ``type(v)``, a relabel, and ``v.attr`` where ``type(v)`` keeps object's (or a
+#     module's) ``__getattribute__``, no class of its MRO has a data descriptor named
+#     ``attr``, and ``attr`` is in ``v``'s instance dict, or else is a class attribute
+#     that is no descriptor at all;
+#   * covered kinds: identity ones (TYPE_MATCH, ID_MATCH, NONE_MATCH, BOOL_MATCH,
+#     CLASS/MODULE/BUILTIN_MATCH, DUPLICATE_INPUT), EQUALS_MATCH and CONSTANT_MATCH on a
+#     value of an immutable exact type, and the dict ones on an exact dict or
+#     OrderedDict (EMPTY_NN_MODULE_HOOKS_DICT, DICT_CONTAINS, LENGTH_CHECK; DICT_KEYS_MATCH
+#     and SEQUENCE_LENGTH on an exact dict or tuple), NOT_PRESENT_IN_GENERIC_DICT where the
+#     type's ``__dict__`` is the standard one. Everything else (tensor metadata, lists,
+#     functions' code and defaults, attributes behind properties or ``__getattribute__``,
+#     global state) is *volatile* and runs on every call, in a check of its own.
+# The snapshot records, in an order where each object comes after the container that
+# holds it, every stable value: its address, its exact type and that type's version tag,
+# and, where a read or a leaf depends on it, its instance dict (address and tag) or, for a
+# dict, its own tag. ``TagSnapshot`` (C) compares them all; the front check is
+# ``snapshot(args) and volatile(*args)``, else the full check (after which, if it held, the
+# snapshot is taken again, at most ``REARMS`` times per check; then the front check
+# stays off and every call runs the full check).
+#
+# Why it is sound: the snapshot is taken only when the full check has just held. If every
+# recorded tag is unchanged, each dict holds the same items it held then (any insertion,
+# deletion or store takes a fresh tag, and a dict made since has a fresher one, so an
+# address reused by another dict cannot match); each instance dict is the same object
+# (``m.__dict__ = {...}`` changes the address); each object has the same type
+# (``m.__class__ = X`` fails the type test) and its type the same namespace along its MRO
+# (``setattr(type(m), ...)``, a base class changed, ``__bases__`` assigned: the type tag).
+# A root is the same object (its weak reference still leads to it, and the argument is
+# it). So by induction along each chain every stable source reads the same object as
+# then, and each covered leaf's verdict, a function of those objects' identities, types,
+# immutable values and dict contents, is the same as then: true. The volatile leaves run.
+# Hence the front check says True only when the full check would. Addresses are
+# dereferenced only after the container that holds the object was found unchanged (the
+# recorded order), so a dead object is never touched. ``object.__setattr__``,
+# ``vars(m).update``, ``m.__dict__[k] = v`` all go through the instance dict and change
+# its tag; on 3.10-3.11 an attribute set before ``__dict__`` was materialized lives
+# outside any dict, which is why the snapshot materializes every instance dict it records
+# (``instance_dict_id``), after which CPython stores there. Where a mechanism is missing
+# (Python 3.12+, where inline values change without a dict, no C extension, a type with no
+# version tag) there is no front check: every call runs the full check.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import sys
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any, Optional
+
+from .. import native
+from ..guards import Source
+from ..more_sources import DictGetItemSource
+from ..sources import (
+    AttrSource,
+    ConstDictKeySource,
+    GetItemSource,
+    GlobalSource,
+    LocalSource,
+    Relabel,
+    TypeSource,
+)
+from .attr_kinds import EmptyHooksDict, NotPresentInGenericDict
+from .builder import Leaf
+from .builtin_kinds import (
+    ConstantMatch,
+    DictContains,
+    DictKeysMatch,
+    EqualsMatch,
+    LengthCheck,
+    SequenceLength,
+)
+from .identity_kinds import BoolMatch, DuplicateInput, IdMatch, NoneMatch, TypeMatch
+from .python_kinds import BuiltinMatch, ClassMatch, ModuleMatch
+
+__all__ = ["MIN_COVERED", "REARMS", "available", "enabled", "install", "plan"]
+
+#: A check with fewer covered leaves than this keeps its one function.
+MIN_COVERED = 64
+#: How many times a check takes its snapshot again after the structure changed and the
+#: full check still held; then the front check stays off.
+REARMS = 4
+ENV_VAR = "JITGUARD_STRUCTURE_SKIP"
+
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes)
+_DICTS = (dict, collections.OrderedDict)
+_OBJECT_GETATTRIBUTE = object.__dict__["__getattribute__"]
+_MODULE_GETATTRIBUTE = vars(types.ModuleType)["__getattribute__"]
+_NODE_TYPE, _NODE_INSTANCE_DICT, _NODE_DICT = 0, 1, 2
+_UNSTABLE = object()
+
+enabled = os.environ.get(ENV_VAR, "1") != "0"
+
+
+def available() -> bool:
+    """Whether this interpreter and build have what the front check needs."""
+    return (sys.version_info < (3, 12) and native.module is not None
+            and hasattr(native.module, "TagSnapshot"))
+
+
+def _immutable(v: Any) -> bool:
+    if type(v) in _IMMUTABLE:
+        return True
+    return type(v) is tuple and all(_immutable(x) for x in v)
+
+
+def _mro_lookup(tp: type, name: str) -> Any:
+    for klass in tp.__mro__:
+        found = klass.__dict__.get(name, _UNSTABLE)
+        if found is not _UNSTABLE:
+            return found
+    return _UNSTABLE
+
+
+def _is_data_descriptor(obj: Any) -> bool:
+    tp = type(obj)
+    return hasattr(tp, "__set__") or hasattr(tp, "__delete__")
+
+
+class _Recorder:
+    """Resolves sources to stable values and records the nodes that pin them."""
+
+    def __init__(self, f_locals: dict[str, Any], f_globals: Any, arg_names: tuple[str, ...]
+                 ) -> None:
+        self.f_locals = f_locals
+        self.f_globals = f_globals
+        self.arg_names = arg_names
+        self.values: dict[Source, Any] = {}
+        self.nodes: dict[int, list[Any]] = {}  # id -> [obj, mode]
+        self.roots: dict[Source, Any] = {}
+        self.keep: list[Any] = []
+
+    def node(self, obj: Any, mode: int = _NODE_TYPE) -> bool:
+        """Record ``obj`` (or raise its mode); False when it cannot be pinned."""
+        if isinstance(obj, dict):
+            mode = _NODE_DICT
+        got = self.nodes.get(id(obj))
+        if got is None:
+            self.nodes[id(obj)] = got = [obj, mode]
+        elif mode == _NODE_INSTANCE_DICT and got[1] == _NODE_TYPE:
+            got[1] = mode
+        if got[1] == _NODE_INSTANCE_DICT and native.module.instance_dict_id(obj) == 0:
+            try:  # materialize it: CPython stores attributes there from now on
+                object.__getattribute__(obj, "__dict__")
+            except AttributeError:
+                return False
+            if native.module.instance_dict_id(obj) == 0:
+                return False
+        return native.module.type_version(type(obj)) != 0
+
+    def resolve(self, src: Source) -> Any:
+        got = self.values.get(src, None)
+        if got is None and src not in self.values:
+            got = self.values[src] = self._resolve(src)
+        return got
+
+    def _root(self, src: Source) -> Any:
+        """An argument (``L['self']``), or an item of an argument that is an exact tuple
+        (``L['args'][0]``: a wrapper's ``*args``), held by identity: its value, _UNSTABLE
+        when it cannot be, None when ``src`` is no such root."""
+        sub = -1
+        local = src
+        if type(src) is GetItemSource and type(src.base) is LocalSource \
+                and type(src.index) is int and not src.index_is_slice:
+            local, sub = src.base, src.index
+        if type(local) is not LocalSource:
+            return None
+        name = local.local_name
+        if name not in self.arg_names or name not in self.f_locals:
+            return _UNSTABLE
+        v = self.f_locals[name]
+        if sub >= 0:
+            if type(v) is not tuple or not 0 <= sub < len(v):
+                return _UNSTABLE
+            v = v[sub]
+        try:
+            ref = weakref.ref(v)
+        except TypeError:
+            return None if sub >= 0 else _UNSTABLE
+        self.roots[src] = (self.arg_names.index(name), sub, ref, v)
+        return v if self.node(v) else _UNSTABLE
+
+    def _resolve(self, src: Source) -> Any:
+        root = self._root(src)
+        if root is not None:
+            return root
+        if type(src) is LocalSource:
+            return _UNSTABLE
+        if type(src) is GlobalSource:
+            g = self.f_globals
+            if type(g) is not dict or src.global_name not in g:
+                return _UNSTABLE
+            if id(g) not in self.nodes:
+                self.keep.append(g)  # pinned: a root the snapshot holds
+            self.node(g)
+            item = g[src.global_name]
+            return item if self.node(item) else _UNSTABLE
+        if isinstance(src, Relabel):
+            return self.resolve(src.base)
+        parent = getattr(src, "base", None)
+        base: Any = self.resolve(parent) if isinstance(parent, Source) else _UNSTABLE
+        if base is _UNSTABLE:
+            return _UNSTABLE
+        v: Any = _UNSTABLE
+        if isinstance(src, DictGetItemSource):  # DictSubclassGetItemSource too
+            if not isinstance(base, dict):
+                return _UNSTABLE
+            key = src.index
+            if isinstance(key, ConstDictKeySource):
+                key = self.resolve(key)
+                if key is _UNSTABLE:
+                    return _UNSTABLE
+            try:
+                v = dict.__getitem__(base, key)
+            except (KeyError, TypeError):
+                return _UNSTABLE
+        elif type(src) is ConstDictKeySource:
+            if not isinstance(base, dict):
+                return _UNSTABLE
+            keys = list(dict.keys(base))
+            if not 0 <= src.index < len(keys):
+                return _UNSTABLE
+            v = keys[src.index]
+        elif type(src) is GetItemSource:
+            if src.index_is_slice or type(base) not in (dict, tuple):
+                return _UNSTABLE
+            try:
+                v = base[src.index]
+            except (KeyError, IndexError, TypeError):
+                return _UNSTABLE
+        elif type(src) is TypeSource:
+            v = type(base)
+        elif type(src) is AttrSource:
+            v = self._attr(base, src.member)
+        if v is _UNSTABLE:
+            return _UNSTABLE
+        return v if self.node(v) else _UNSTABLE
+
+    def _attr(self, base: Any, member: str) -> Any:
+        tp = type(base)
+        if isinstance(base, type):
+            return _UNSTABLE
+        if _mro_lookup(tp, "__getattribute__") not in (_OBJECT_GETATTRIBUTE, _MODULE_GETATTRIBUTE):
+            return _UNSTABLE
+        found = _mro_lookup(tp, member)
+        if found is not _UNSTABLE and _is_data_descriptor(found):
+            return _UNSTABLE
+        if not self.node(base, _NODE_INSTANCE_DICT):
+            return _UNSTABLE
+        d = object.__getattribute__(base, "__dict__")
+        if member in d:
+            return d[member]
+        if found is not _UNSTABLE and not hasattr(type(found), "__get__"):
+            return found
+        return _UNSTABLE
+
+    def snapshot(self) -> Any:
+        m = native.module
+        roots = tuple((pos, sub, ref, id(v)) for pos, sub, ref, v in self.roots.values())
+        nodes = []
+        for obj, mode in self.nodes.values():
+            tp = type(obj)
+            tag = m.type_version(tp)
+            if tag == 0:
+                return None
+            dict_id, dtag = 0, 0
+            if mode == _NODE_DICT:
+                dtag = m.dict_version(obj)
+            elif mode == _NODE_INSTANCE_DICT:
+                d = object.__getattribute__(obj, "__dict__")
+                dict_id, dtag = m.instance_dict_id(obj), m.dict_version(d)
+                if dict_id != id(d):
+                    return None
+            self.keep.append(tp)
+            nodes.append((id(obj), tp, tag, mode, dict_id, dtag))
+        return m.TagSnapshot(roots, tuple(nodes), tuple(self.keep))
+
+
+def _covered(leaf: Leaf, rec: _Recorder) -> bool:
+    rule = _COVERED.get(type(leaf.kind))
+    if rule is None or not leaf.sources:
+        return False
+    values = [rec.resolve(s) for s in leaf.sources]
+    if any(v is _UNSTABLE for v in values):
+        return False
+    return rule(values[0], leaf.params, rec)
+
+
+def _identity(v: Any, params: Any, rec: _Recorder) -> bool:
+    return True
+
+
+def _immutable_value(v: Any, params: Any, rec: _Recorder) -> bool:
+    return _immutable(v)
+
+
+def _dict_content(v: Any, params: Any, rec: _Recorder) -> bool:
+    return type(v) in _DICTS
+
+
+def _exact_container(v: Any, params: Any, rec: _Recorder) -> bool:
+    return type(v) in (dict, tuple)
+
+
+def _dict_contains(v: Any, params: Any, rec: _Recorder) -> bool:
+    return type(v) in _DICTS and type(params[0]) in (str, int)
+
+
+def _not_present(v: Any, params: Any, rec: _Recorder) -> bool:
+    plain = getattr(params, "plain", None)
+    return (plain is not None and plain.get() is type(v)
+            and rec.node(v, _NODE_INSTANCE_DICT))
+
+
+# By kind class, not name ([Note: Kinds own their cache data]): a kind registered under
+# one of these names by someone else is not covered.
+_COVERED: dict[type, Callable[[Any, Any, _Recorder], bool]] = {
+    **dict.fromkeys((TypeMatch, IdMatch, NoneMatch, BoolMatch, ClassMatch, ModuleMatch,
+                     BuiltinMatch, DuplicateInput), _identity),
+    EqualsMatch: _immutable_value,
+    ConstantMatch: _immutable_value,
+    EmptyHooksDict: _dict_content,
+    LengthCheck: _dict_content,
+    DictContains: _dict_contains,
+    DictKeysMatch: _exact_container,
+    SequenceLength: _exact_container,
+    NotPresentInGenericDict: _not_present,
+}
+
+
+class Plan:
+    """How a check splits: the covered leaves, the volatile check, and the stable sources
+    the volatile check takes as extra arguments (``pinned``) instead of reading them."""
+
+    def __init__(self, covered: list[int], volatile: Any, pinned: list[Source]) -> None:
+        self.covered = covered
+        self.volatile = volatile
+        self.pinned = pinned
+
+
+def _record(check: Any, values: tuple[Any, ...], p: Plan) -> Any:
+    """The snapshot and the pinned values for ``values``, or None when a covered leaf or
+    a pinned source is no longer stable."""
+    rec = _Recorder(dict(zip(check.arg_names, values, strict=True)), check.f_globals,
+                    check.arg_names)
+    for i in p.covered:
+        if not _covered(check.leaves[i], rec):
+            return None
+    pins = tuple(rec.resolve(s) for s in p.pinned)
+    if any(v is _UNSTABLE for v in pins):
+        return None
+    snap = rec.snapshot()
+    return None if snap is None else (snap, pins, [r[-1] for r in rec.roots.values()])
+
+
+class _Pinner:
+    """Rewrites a volatile leaf's sources: the longest stable part of each becomes an
+    extra argument of the volatile check (``___pin<k>``), read once per snapshot."""
+
+    def __init__(self, rec: _Recorder) -> None:
+        self.rec = rec
+        self.pinned: dict[Source, LocalSource] = {}
+
+    def pin(self, src: Source) -> Source:
+        if type(src) is not LocalSource and self.rec.resolve(src) is not _UNSTABLE:
+            got = self.pinned.get(src)
+            if got is None:
+                got = self.pinned[src] = LocalSource(f"___pin{len(self.pinned)}")
+            return got
+        base = getattr(src, "base", None)
+        if not isinstance(base, Source):
+            return src
+        new = self.pin(base)
+        if new is base:
+            return src
+        changes: dict[str, Any] = {"base": new}
+        index = getattr(src, "index", None)
+        if isinstance(index, ConstDictKeySource):
+            if index.base != base:
+                return src
+            changes["index"] = dataclasses.replace(index, base=new)
+        try:
+            return dataclasses.replace(src, **changes)
+        except Exception:  # a source that refuses the new base keeps its own reads
+            return src
+
+
+def plan(check: Any, values: tuple[Any, ...]) -> Optional[Plan]:
+    """Split ``check`` (a CheckFunction taking ``values`` positionally, which it accepts)
+    into covered and volatile leaves; None when too few are covered or a mechanism is
+    missing ([Note: Skipping structure guards by version tags])."""
+    from .check import CheckFunction
+
+    if not (enabled and available()) or check.arg_names is None:
+        return None
+    rec = _Recorder(dict(zip(check.arg_names, values, strict=True)), check.f_globals,
+                    check.arg_names)
+    covered = [i for i, leaf in enumerate(check.leaves) if _covered(leaf, rec)]
+    if len(covered) < MIN_COVERED:
+        return None
+    skip = set(covered)
+    pinner = _Pinner(rec)
+    leaves = [dataclasses.replace(leaf, sources=tuple(pinner.pin(s) for s in leaf.sources))
+              for i, leaf in enumerate(check.leaves) if i not in skip]
+    pinned = list(pinner.pinned)
+    arg_names = (*check.arg_names, *(pinner.pinned[s].local_name for s in pinned))
+    volatile = CheckFunction(leaves, check.guards, name=f"{check.name} volatile",
+                             arg_names=arg_names, f_globals=check.f_globals)
+    return Plan(covered, volatile, pinned)
+
+
+_FRONT = '''\
+def {name}(*args):
+    if ___snap[0](args):
+        return ___volatile(*args, *___snap[1])
+    if not ___full(*args):
+        return False
+    ___rearm(args)
+    return True
+'''
+
+
+def install(check: Any, values: tuple[Any, ...]) -> bool:
+    """Give ``check`` a front check (``check.fn`` becomes it) when ``plan`` splits it and
+    ``values`` pass the full check; returns whether it did."""
+    p = plan(check, values)
+    if p is None or not check.fn(*values):
+        return False
+    got = _record(check, values, p)
+    if got is None:
+        return False
+    full = check.fn
+    state: list[Any] = [got[0], got[1], REARMS]
+
+    def never(args: tuple[Any, ...]) -> bool:
+        return False
+
+    def disarm() -> None:
+        state[0], state[1], state[2] = never, (), 0
+
+    def rearm(args: tuple[Any, ...]) -> None:
+        if state[2] <= 0:
+            return
+        state[2] -= 1
+        again = _record(check, args, p)
+        if again is None or state[2] <= 0:
+            disarm()
+        else:
+            state[1], state[0] = again[1], again[0]
+            for root in again[2]:
+                weakref.finalize(root, disarm)
+
+    ns: dict[str, Any] = {"___snap": state, "___volatile": p.volatile.fn, "___full": full,
+                          "___rearm": rearm}
+    name = f"front_{full.__name__}"
+    exec(compile(_FRONT.format(name=name), f"<jitguard front check {check.name}>", "exec"), ns)
+    check.fn = ns[name]
+    check.structure_skip = p
+    check.structure_full = full
+    # The pinned values are held strongly: let them go with the roots they hang from.
+    for root in got[2]:
+        weakref.finalize(root, disarm)
+    return True
