@@ -19,7 +19,6 @@ Conventions (docs/guide/develop.md says them for writers):
 from __future__ import annotations
 
 import doctest
-import importlib.util
 import os
 import pathlib
 import re
@@ -28,6 +27,8 @@ import sys
 from dataclasses import dataclass
 
 import pytest
+
+from _helpers import torch_installed
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
@@ -53,7 +54,6 @@ class Block:
     @property
     def where(self) -> str:
         return f"{self.path.relative_to(ROOT)}:{self.line}"
-
 
 def pages() -> list[pathlib.Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -165,7 +165,7 @@ def test_block_runs_and_shows_its_real_output(block: Block, tmp_path: pathlib.Pa
     """A python block exits with status 0, and prints what its output block shows."""
     if block.title.startswith(NOT_RUN):
         pytest.skip(f"{block.where}: {block.title}")
-    if TORCH.search(block.code) and importlib.util.find_spec("torch") is None:
+    if TORCH.search(block.code) and not torch_installed():
         pytest.skip(f"{block.where}: needs torch, which is not installed")
     script = tmp_path / "block.py"
     script.write_text(block.code)

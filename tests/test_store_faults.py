@@ -290,8 +290,14 @@ def test_a_missing_parent_is_one_warning(tmp_path: Path) -> None:
     store = tmp_path / "nope" / "deeper" / "store"
     assert_in_memory(child(tmp_path, "call", store_dir=store),
                      f"its parent {store.parent} does not exist")
-    assert_in_memory(child(tmp_path, "call", env={"JITGUARD_STORE": str(store)}),
-                     "does not exist")
+    # Through the environment, the variable's check (env) refuses the value first: one
+    # warning in all, an EnvironmentVariableWarning, and no store.
+    data = child(tmp_path, "call", env={"JITGUARD_STORE": str(store)})
+    assert data["results"] == [3, 4.5] and data["persist"] is False
+    assert store_warnings(data) == []
+    assert len(data["warnings"]) == 1, data["warnings"]
+    assert "EnvironmentVariableWarning" in data["warnings"][0]
+    assert "does not exist" in data["warnings"][0]
     assert not (tmp_path / "nope").exists()
 
 

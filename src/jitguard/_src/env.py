@@ -79,6 +79,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("JITGUARD_STORE", "a switch, or a directory", "off",
              "whether `specialize` and `jitguard.torch.compile` keep entries across "
              "processes when not told (on: the store in `JITGUARD_CACHE_DIR`)"),
+    Variable("JITGUARD_STRUCTURE_SKIP", "a switch", "on",
+             "off: a check of a model's structure guards runs them all on every call, "
+             "instead of skipping them while no dict or class under its roots changed "
+             "(Python 3.10-3.11 with the C hot path; read at import)"),
     Variable("JITGUARD_TRACE", "a directory", "none",
              "write a structured trace (tlparse's format) into this directory"),
     Variable("JITGUARD_VERIFY", "a switch", "off",

@@ -137,11 +137,22 @@ class GlobalStateRegistry:
             return frozenset()
 
         def scan(value: Any, depth: int) -> None:
+            # By the value's type, never isinstance: that reads ``value.__class__``, which a
+            # proxy may make raise or lie. A type whose check raises puts every owner in play
+            # (more guards, never fewer).
+            tp = type(value)
             for owner, types_ in owners:
-                if owner not in found and isinstance(value, types_):
+                if owner in found:
+                    continue
+                try:
+                    hit = issubclass(tp, types_)
+                except Exception:
+                    hit = True
+                if hit:
                     found.add(owner)
-            if depth < 2 and type(value) in (list, tuple, dict):
-                for item in (value.values() if type(value) is dict else value):
+            # By identity: a metaclass's __eq__ may claim to equal list.
+            if depth < 2 and (tp is list or tp is tuple or tp is dict):
+                for item in (dict.values(value) if tp is dict else value):
                     scan(item, depth + 1)
 
         for value in values:

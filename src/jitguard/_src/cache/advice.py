@@ -3,7 +3,7 @@ Read from the recompile records the cache keeps and the guards of its entries, n
 the text of a reason. The rules themselves are in cache.advice_rules (and, for torch, in
 the torch integration, registered with ``register_advice_rule``).
 
-May import: config, structured, compiler.kinds, compiler.values, cache.reasons,
+May import: _util, config, structured, compiler.kinds, compiler.values, cache.reasons,
 cache.advice_rules (imported last, as its rules register themselves).
 
 # [Note: Recompile advice]
@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Optional, Union
 
 from .. import structured
+from .._util import constant_repr
 from ..compiler.kinds import guard_kinds
 from ..compiler.values import Ident
 from ..config import config
@@ -220,7 +221,7 @@ def _text(value: Any) -> str:
         name = getattr(obj, "__qualname__", None) if obj is not None else None
         what = f"{value.type_name} {name}" if isinstance(name, str) else value.type_name
         return f"<{what} at {value.id:#x}>"
-    text = repr(value)
+    text = constant_repr(value)  # never raises (an int past the decimal digit limit)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -228,9 +229,9 @@ def _key(value: Any) -> str:
     if isinstance(value, Ident):
         return f"id {value.id:#x}"
     try:
-        return json.dumps(value, sort_keys=True, default=repr)
-    except Exception:
-        return repr(value)
+        return json.dumps(value, sort_keys=True, default=constant_repr)
+    except Exception:  # a key json cannot write, an int past the decimal digit limit
+        return constant_repr(value)
 
 
 def _seen(compile_id: str, kind_name: str, params: Any, index: int) -> Seen:

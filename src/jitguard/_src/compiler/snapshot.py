@@ -3,7 +3,7 @@ mostly about an object graph's structure (a module tree) gets a front check that
 C, whether every object, type and dict those guards read is as it was when they last all
 held; if so only the other guards run.
 
-May import: native, guards, sources, more_sources, compiler.* (the kinds it covers, check).
+May import: env, native, guards, sources, more_sources, compiler.* (the kinds it covers, check).
 
 # [Note: Skipping structure guards by version tags]
 # Most guards of a real model are about its structure: the type of each module, its empty
@@ -67,14 +67,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import os
 import sys
 import types
 import weakref
 from collections.abc import Callable
 from typing import Any, Optional
 
-from .. import native
+from .. import env, native
 from ..guards import Source
 from ..more_sources import DictGetItemSource
 from ..sources import (
@@ -115,7 +114,7 @@ _MODULE_GETATTRIBUTE = vars(types.ModuleType)["__getattribute__"]
 _NODE_TYPE, _NODE_INSTANCE_DICT, _NODE_DICT = 0, 1, 2
 _UNSTABLE = object()
 
-enabled = os.environ.get(ENV_VAR, "1") != "0"
+enabled = env.flag(ENV_VAR, default=True)
 
 
 def available() -> bool:
@@ -158,7 +157,7 @@ class _Recorder:
 
     def node(self, obj: Any, mode: int = _NODE_TYPE) -> bool:
         """Record ``obj`` (or raise its mode); False when it cannot be pinned."""
-        if isinstance(obj, dict):
+        if issubclass(type(obj), dict):  # by its type: an object's __class__ may raise
             mode = _NODE_DICT
         got = self.nodes.get(id(obj))
         if got is None:
@@ -449,10 +448,13 @@ def {name}(*args):
 def install(check: Any, values: tuple[Any, ...]) -> bool:
     """Give ``check`` a front check (``check.fn`` becomes it) when ``plan`` splits it and
     ``values`` pass the full check; returns whether it did."""
-    p = plan(check, values)
-    if p is None or not check.fn(*values):
+    try:  # reading a user's objects may raise: then every guard runs, as without a plan
+        p = plan(check, values)
+        if p is None or not check.fn(*values):
+            return False
+        got = _record(check, values, p)
+    except Exception:
         return False
-    got = _record(check, values, p)
     if got is None:
         return False
     full = check.fn
@@ -468,7 +470,10 @@ def install(check: Any, values: tuple[Any, ...]) -> bool:
         if state[2] <= 0:
             return
         state[2] -= 1
-        again = _record(check, args, p)
+        try:
+            again = _record(check, args, p)
+        except Exception:  # an object that raised when read: the front check stays off
+            again = None
         if again is None or state[2] <= 0:
             disarm()
         else:
