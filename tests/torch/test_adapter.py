@@ -390,6 +390,9 @@ def test_config_knobs_read_live() -> None:
         assert adapter.suppress_errors() and adapter.capture_scalar_outputs()
     with torch._dynamo.config.patch(suppress_errors=False, capture_scalar_outputs=False):
         assert not adapter.suppress_errors() and not adapter.capture_scalar_outputs()
+        with adapter.suppressing_errors():
+            assert torch._dynamo.config.suppress_errors
+        assert not torch._dynamo.config.suppress_errors
 
 
 def test_scalar_reads_are_found_and_refused() -> None:

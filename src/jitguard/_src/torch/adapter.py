@@ -95,6 +95,7 @@ __all__ = [
     "resolve_backend",
     "stance",
     "suppress_errors",
+    "suppressing_errors",
     "torch_backend",
 ]
 
@@ -230,6 +231,13 @@ def current_compile_id() -> Optional[str]:
 def suppress_errors() -> bool:
     """``torch._dynamo.config.suppress_errors``: a failed compile runs the frame eagerly."""
     return bool(dynamo_config.suppress_errors)
+
+
+def suppressing_errors() -> Any:
+    """A context in which ``torch._dynamo.config.suppress_errors`` is True: a frame Dynamo
+    fails to convert (an internal error of Dynamo, raised before any of the frame's code
+    runs) runs eagerly instead of raising, with torch's warning."""
+    return dynamo_config.patch(suppress_errors=True)
 
 
 def _call_backend(backend: Backend, gm: torch.fx.GraphModule, inputs: list[Any]) -> Any:

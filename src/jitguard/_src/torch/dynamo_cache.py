@@ -345,18 +345,45 @@ class TorchCompiler:
         if self._frame_path is None:
             backend_fn, pieces = self.backend_fn, self.pieces
 
+            failed: list[BaseException] = []
+
             def recording(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
                 cid = adapter.current_torch_compile_id()
                 pieces.append(Piece(None if cid is None else str(cid), gm))
                 _trace_graph(gm, cid)
-                return backend_fn(gm, example_inputs)
+                try:
+                    return backend_fn(gm, example_inputs)
+                except Exception as e:  # the backend's own failure: raised from the call
+                    failed.append(e)
+                    raise
 
             recording.__name__ = recording.__qualname__ = adapter.backend_name(self.backend)
             extra: dict[str, Any] = {}
             if self.recompile_limit is not None:  # not in torch.compile's typed overloads
                 extra["recompile_limit"] = self.recompile_limit
-            self._frame_path = torch.compile(fn, backend=recording, dynamic=self.dynamic,
-                                             **extra)
+            compiled = torch.compile(fn, backend=recording, dynamic=self.dynamic, **extra)
+
+            # Dynamo's frame path can fail where the function is fine (an internal error of
+            # Dynamo's, or torch's own "Guard failed on the same frame it was created"):
+            # such a frame runs eagerly, as it did before jitguard sent breaks to the frame
+            # path, never worse. The conversion fails before the frame's code runs, so
+            # nothing runs twice.
+            # A failure of the backend itself is still raised, as torch's frame path raises
+            # it ([Note: Backend failures]), unless the user set suppress_errors; the frame
+            # has then run eagerly once.
+            @functools.wraps(fn)
+            def serve(*args: Any, **kwargs: Any) -> Any:
+                user_suppresses = adapter.suppress_errors()
+                before = len(failed)
+                with adapter.suppressing_errors():
+                    out = compiled(*args, **kwargs)
+                if len(failed) > before and not user_suppresses:
+                    cause = failed[-1]
+                    del failed[:]
+                    raise BackendCompilerFailed(self.where, self.backend, cause) from cause
+                return out
+
+            self._frame_path = serve
         return self._frame_path
 
     def _backend_failed(self, request: CompileRequest, error: adapter.BackendRaised) -> Callable[..., Any]:
