@@ -374,12 +374,14 @@ class TorchCompiler:
             @functools.wraps(fn)
             def serve(*args: Any, **kwargs: Any) -> Any:
                 user_suppresses = adapter.suppress_errors()
-                before = len(failed)
-                with adapter.suppressing_errors():
-                    out = compiled(*args, **kwargs)
-                if len(failed) > before and not user_suppresses:
-                    cause = failed[-1]
-                    del failed[:]
+                del failed[:]
+                try:
+                    with adapter.suppressing_errors():
+                        out = compiled(*args, **kwargs)
+                    cause = failed[-1] if failed else None
+                finally:
+                    del failed[:]  # an exception holds its frames, and so the arguments
+                if cause is not None and not user_suppresses:
                     raise BackendCompilerFailed(self.where, self.backend, cause) from cause
                 return out
 
