@@ -148,13 +148,25 @@ def test_threshold_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_new_partial_each_call() -> None:
     """A functools.partial made in the loop: guarded by identity, create it once."""
     f = specialize(lambda x, fn: fn(x))
-    for _ in range(4):
-        f(1, functools.partial(max, 2))
+    keep = [functools.partial(max, 2) for _ in range(4)]
+    for fn in keep:
+        f(1, fn)
     (a,) = cache_of(f).advice()
     assert (a.source, a.rule) == ("L['fn']", "new-object")
     assert "new partial" in a.message and "outside the loop" in a.message
     assert a.fix is not None and a.fix.startswith("fn = functools.partial(...)")
     assert len(a.evidence.values) == 4 and all("partial" in v for v in a.evidence.values)
+
+
+def test_new_partial_each_call_dropped() -> None:
+    """Partials dropped after each call still recompile each time and get the advice, even
+    when a new one reuses a dead one's address (its entry died with it)."""
+    f = specialize(lambda x, fn: fn(x))
+    for _ in range(4):
+        f(1, functools.partial(max, 2))
+    (a,) = cache_of(f).advice()
+    assert (a.source, a.rule, a.evidence.recompiles) == ("L['fn']", "new-object", 3)
+    assert 1 <= len(a.evidence.values) <= 4
 
 
 def test_new_instance_each_call_kept_alive() -> None:
