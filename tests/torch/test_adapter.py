@@ -166,6 +166,19 @@ def test_data_dependent_branch_is_a_capture_failure() -> None:
     assert adapter.is_capture_failure(info.value)
 
 
+def test_an_op_failing_on_fake_tensors_is_not_a_capture_failure() -> None:
+    """Adding a (4,) to a (3,): the capture raises one of FAKE_RUN_ERRORS (a RuntimeError),
+    which is the function's own error, not a capture failure."""
+
+    def adds(x: Any) -> Any:
+        return x + torch.ones(3)
+
+    with pytest.raises(adapter.FAKE_RUN_ERRORS) as info:
+        adapter.capture(adds, (torch.ones(4),), {}, adapter.resolve_backend("eager"),
+                        lambda es: [True] * len(es))
+    assert isinstance(info.value, RuntimeError) and not adapter.is_capture_failure(info.value)
+
+
 def test_saving_capture_gives_torch_serializable_forms() -> None:
     """``capture(saving=True)``: the backend compiles under the AOT-compile config, and the
     capture holds the program's bytecode, its module aliases, the backend id, the traced

@@ -221,3 +221,29 @@ def test_fullgraph_keeps_item_in_the_graph() -> None:
     torch.testing.assert_close(cf(x), f(x))
     assert cnt.frame_count == 1
     assert [i.guard_layer for i in jgt.capture_info(cf).values()] == ["jitguard"]
+
+
+def test_an_op_failing_on_fake_tensors_raises_as_torch_compile_raises(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A call whose operation fails ((4,) + (3,)) raises torch's TorchRuntimeError, a
+    RuntimeError, as torch.compile does: no frame path, no warning, no entry, the argument
+    freed; the next good call compiles as usual."""
+    import gc
+    import weakref
+
+    from torch._dynamo.exc import TorchRuntimeError
+
+    cf = jgt.compile(lambda x: x + torch.ones(3), backend="eager")
+    cf(torch.ones(3))
+    bad = torch.ones(4)
+    ref = weakref.ref(bad)
+    with caplog.at_level(logging.WARNING):
+        with pytest.raises(TorchRuntimeError, match="size of tensor"):
+            cf(bad)
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    del bad
+    gc.collect()
+    assert ref() is None
+    info = jitguard.cache_of(cf)
+    assert (info.stats().entries, info.stats().frame_path) == (1, 0)
+    assert torch.equal(cf(torch.zeros(3)), torch.ones(3))

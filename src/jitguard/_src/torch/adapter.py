@@ -54,6 +54,7 @@ from torch._dynamo import convert_frame
 from torch._dynamo.backends.registry import lookup_backend
 from torch._dynamo.exc import (
     BackendCompilerFailed,
+    TorchRuntimeError,
     UncapturedHigherOrderOpError,
     Unsupported,
     UserError,
@@ -76,6 +77,7 @@ from .adapter_stored import _SAVING_CONFIG, SavedCapture, _saved
 
 __all__ = [
     "BACKEND_GRAPH_BREAKS",
+    "FAKE_RUN_ERRORS",
     "GRAPH_BREAKS",
     "BackendCompilerFailed",
     "BackendRaised",
@@ -104,6 +106,9 @@ GRAPH_BREAKS: tuple[type[BaseException], ...] = (Unsupported, UncapturedHigherOr
 #: What a capture raises that must reach the caller as torch.compile raises it: a user
 #: error (a marked dynamic dim that got specialized, a bad mark).
 USER_ERRORS: tuple[type[BaseException], ...] = (UserError, ConstraintViolationError)
+#: What a capture raises when an operation of the function failed on fake tensors (adding
+#: a (4,) to a (3,)): the function's own error, which torch.compile raises as it is.
+FAKE_RUN_ERRORS: tuple[type[BaseException], ...] = (TorchRuntimeError,)
 
 
 class BackendRaised(Exception):
@@ -256,13 +261,14 @@ def _call_backend(backend: Backend, gm: torch.fx.GraphModule, inputs: list[Any])
 
 
 def is_capture_failure(error: BaseException) -> bool:
-    """Whether Dynamo's frame path can serve the function instead: anything but a user error
-    or a backend failure (a graph break, an unsupported construct, an internal error of
-    Dynamo; an error the function itself raises is raised again when it runs). A branch on a data-dependent value
+    """Whether Dynamo's frame path can serve the function instead: anything but a user error,
+    an operation that failed on fake tensors (``FAKE_RUN_ERRORS``, raised as torch.compile
+    raises it) or a backend failure (so: a graph break, an unsupported construct, an
+    internal error of Dynamo). A branch on a data-dependent value
     (``if x.item() > 3``) is one too: the full-graph capture traces ``item()`` (as
     ``torch.compile(fullgraph=True)`` does) and Dynamo reports the guard it cannot make as
     a UserError, where ``torch.compile`` without fullgraph breaks the graph at ``item()``."""
-    if not isinstance(error, Exception) or isinstance(error, BackendRaised):
+    if not isinstance(error, Exception) or isinstance(error, (BackendRaised, *FAKE_RUN_ERRORS)):
         return False
     if isinstance(error, UserError) and any(
         isinstance(e, GuardOnDataDependentSymNode) for e in (error.__cause__, error.__context__)

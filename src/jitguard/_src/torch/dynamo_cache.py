@@ -11,9 +11,11 @@ torch's public API.
 # A graph break, an unsupported construct or an internal error of Dynamo (anything but a
 # user error or a backend failure: ``adapter.is_capture_failure``): with ``fullgraph=True``
 # the call raises ``CaptureError`` naming it; otherwise the function is served by Dynamo's
-# own frame path ([Note: Graph breaks]). Other errors (a marked dynamic dim that got
-# specialized) propagate, as in torch; an error of the function itself is raised again
-# when it runs.
+# own frame path ([Note: Graph breaks]). Other errors propagate, as in torch, and no entry
+# is made: a marked dynamic dim that got specialized, and an operation of the function that
+# failed on fake tensors (``adapter.FAKE_RUN_ERRORS``: torch's TorchRuntimeError, a
+# RuntimeError; the function's own error, which the frame path would only log at length
+# and raise again from an eager run). The next call captures afresh.
 #
 # [Note: Graph breaks]
 # A function Dynamo cannot capture as one graph gets the graphs ``torch.compile`` makes of
