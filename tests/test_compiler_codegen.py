@@ -603,7 +603,9 @@ def test_type_match_dead_local_class_invalidates() -> None:
 def test_reused_id_never_hits() -> None:
     """A new object at a dead object's address never passes the old ID_MATCH. (Address
     reuse is up to the allocator, and other threads or gc callbacks can take the freed slot
-    first: the whole procedure is retried until reuse is seen, and must see it.)"""
+    first: the whole procedure is retried until reuse is seen, and must see it. The object
+    dies by reference count, with no cyclic collection in the window: a collection runs the
+    finalizers of earlier tests' garbage, whose allocations can take the freed slot.)"""
     class Slot:
         pass
 
@@ -613,16 +615,19 @@ def test_reused_id_never_hits() -> None:
         old_id = id(obj)
         check = compiled([L("o").make_guard(GuardBuilder.ID_MATCH)], {"o": obj}, arg_names=["o"])
         fn = check.fn
-        del obj
-        gc.collect()
         keep = []
         reused = None
-        for _ in range(10_000):
-            candidate = Slot()
-            if id(candidate) == old_id:
-                reused = candidate
-                break
-            keep.append(candidate)
+        gc.disable()
+        try:
+            del obj
+            for _ in range(10_000):
+                candidate = Slot()
+                if id(candidate) == old_id:
+                    reused = candidate
+                    break
+                keep.append(candidate)
+        finally:
+            gc.enable()
         if reused is not None:
             assert fn(reused) is False
             assert check.fn(reused) is False
