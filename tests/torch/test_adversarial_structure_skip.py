@@ -33,6 +33,7 @@ class Cfg:
 
     def __init__(self) -> None:
         self.k = 2.0
+        self.tag = 1.0
 
 
 class Table(dict):  # type: ignore[type-arg]
@@ -71,6 +72,10 @@ class Net(nn.Module):
     def forward(self, x: Any) -> Any:
         for layer in self.layers:
             x = layer(x)
+        if hasattr(self.cfg, "tag"):  # HASATTR, decided by the instance dict
+            x = x + 1.0
+        if hasattr(self.cfg, "bonus"):  # NOT_HASATTR, decided by the dicts (no __getattr__)
+            x = x - 1.0
         return x * self.cfg.k + self.table["w"]
 
 
@@ -217,6 +222,14 @@ MUTATIONS: dict[str, Callable[[Net], Any]] = {
     "half()": lambda m: m.half(),
     "load_state_dict(assign=True)": _assign_state,
     "parametrize": _parametrize,
+    "hasattr: attribute deleted": lambda m: delattr(m.cfg, "tag"),
+    "not hasattr: instance attribute added": lambda m: setattr(m.cfg, "bonus", 1.0),
+    "not hasattr: class attribute added": lambda m: setattr(Cfg, "bonus", 1.0),
+    "not hasattr: __getattr__ added": lambda m: setattr(Cfg, "__getattr__",
+                                                        lambda self, name: 0.0),
+    "maybe_mark_dynamic on a weight": lambda m: torch._dynamo.maybe_mark_dynamic(
+        m.layers[0].a.weight, 0),
+    "mark_static on a bias": lambda m: torch._dynamo.mark_static(m.layers[1].b.bias, 0),
     "dict subclass __setitem__": lambda m: m.table.__setitem__("w", 9.0),
     "dict subclass dict.__setitem__": lambda m: dict.__setitem__(m.table, "w", -1.0),
 }
@@ -225,7 +238,7 @@ MUTATIONS: dict[str, Callable[[Net], Any]] = {
 @pytest.fixture
 def restore_classes() -> Any:
     """Put back every class attribute the mutations replace."""
-    saved = {cls: dict(cls.__dict__) for cls in (Block, Net, nn.Module)}
+    saved = {cls: dict(cls.__dict__) for cls in (Block, Net, Cfg, nn.Module)}
     hooks: list[Any] = []
     yield hooks
     for h in hooks:
@@ -310,7 +323,8 @@ def test_seeded_fuzz_of_module_mutations(dispatch_mode: str, restore_classes: An
     rng = random.Random(SEED)
     safe = [k for k in MUTATIONS if k not in (
         "to(float64)", "half()", "global module hook", "class attribute", "method replaced",
-        "base class attribute", "setattr(type(m), ...)", "property replaces an attribute")]
+        "base class attribute", "setattr(type(m), ...)", "property replaces an attribute",
+        "not hasattr: class attribute added", "not hasattr: __getattr__ added")]
     calls = mismatches = 0
     seen: collections.Counter[str] = collections.Counter()
     fronts = 0
@@ -324,7 +338,7 @@ def test_seeded_fuzz_of_module_mutations(dispatch_mode: str, restore_classes: An
                     what = rng.choice(safe)
                     try:
                         MUTATIONS[what](m)
-                    except (IndexError, KeyError, RuntimeError, ValueError):
+                    except (AttributeError, IndexError, KeyError, RuntimeError, ValueError):
                         continue  # a mutation that does not apply to this model any more
                     seen[what] += 1
                 try:

@@ -3,7 +3,8 @@ mostly about an object graph's structure (a module tree) gets a front check that
 C, whether every object, type and dict those guards read is as it was when they last all
 held; if so only the other guards run.
 
-May import: env, native, guards, sources, more_sources, compiler.* (the kinds it covers, check).
+May import: env, native, guards, sources, more_sources, compiler.* (coverage: the rules for
+the kinds it covers; check).
 
 # [Note: Skipping structure guards by version tags]
 # Most guards of a real model are about its structure: the type of each module, its empty
@@ -30,7 +31,14 @@ May import: env, native, guards, sources, more_sources, compiler.* (the kinds it
 #     value of an immutable exact type, and the dict ones on an exact dict or
 #     OrderedDict (EMPTY_NN_MODULE_HOOKS_DICT, DICT_CONTAINS, LENGTH_CHECK; DICT_KEYS_MATCH
 #     and SEQUENCE_LENGTH on an exact dict or tuple), NOT_PRESENT_IN_GENERIC_DICT where the
-#     type's ``__dict__`` is the standard one. Everything else (tensor metadata, lists,
+#     type's ``__dict__`` is the standard one, CLASS_ATTRS_MATCH (a function of the type
+#     and its MRO's namespaces: the type's tag), HASATTR and NOT_HASATTR where the
+#     lookup is decided by dicts alone (object's ``__getattribute__``, found in the
+#     instance dict or as a plain class attribute; absent from both with no
+#     ``__getattr__``), and a kind of another layer that registers its rule with
+#     ``coverage.cover`` (the tensor's DIMENSION_DYNAMIC_MARKING: no marking attribute in
+#     its instance dict or classes). ``compiler/coverage.py`` holds the rules. Everything
+#     else (tensor metadata, lists,
 #     functions' code and defaults, attributes behind properties or ``__getattribute__``,
 #     global state) is *volatile* and runs on every call, in a check of its own.
 # The snapshot records, in an order where each object comes after the container that
@@ -65,12 +73,9 @@ May import: env, native, guards, sources, more_sources, compiler.* (the kinds it
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import sys
-import types
 import weakref
-from collections.abc import Callable
 from typing import Any, Optional
 
 from .. import env, native
@@ -85,18 +90,11 @@ from ..sources import (
     Relabel,
     TypeSource,
 )
-from .attr_kinds import EmptyHooksDict, NotPresentInGenericDict
+from . import coverage
 from .builder import Leaf
-from .builtin_kinds import (
-    ConstantMatch,
-    DictContains,
-    DictKeysMatch,
-    EqualsMatch,
-    LengthCheck,
-    SequenceLength,
-)
-from .identity_kinds import BoolMatch, DuplicateInput, IdMatch, NoneMatch, TypeMatch
-from .python_kinds import BuiltinMatch, ClassMatch, ModuleMatch
+from .coverage import UNSTABLE as _UNSTABLE
+from .coverage import is_data_descriptor as _is_data_descriptor
+from .coverage import mro_lookup as _mro_lookup
 
 __all__ = ["MIN_COVERED", "REARMS", "available", "enabled", "install", "plan"]
 
@@ -107,12 +105,7 @@ MIN_COVERED = 64
 REARMS = 4
 ENV_VAR = "JITGUARD_STRUCTURE_SKIP"
 
-_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes)
-_DICTS = (dict, collections.OrderedDict)
-_OBJECT_GETATTRIBUTE = object.__dict__["__getattribute__"]
-_MODULE_GETATTRIBUTE = vars(types.ModuleType)["__getattribute__"]
 _NODE_TYPE, _NODE_INSTANCE_DICT, _NODE_DICT = 0, 1, 2
-_UNSTABLE = object()
 
 enabled = env.flag(ENV_VAR, default=True)
 
@@ -121,25 +114,6 @@ def available() -> bool:
     """Whether this interpreter and build have what the front check needs."""
     return (sys.version_info < (3, 12) and native.module is not None
             and hasattr(native.module, "TagSnapshot"))
-
-
-def _immutable(v: Any) -> bool:
-    if type(v) in _IMMUTABLE:
-        return True
-    return type(v) is tuple and all(_immutable(x) for x in v)
-
-
-def _mro_lookup(tp: type, name: str) -> Any:
-    for klass in tp.__mro__:
-        found = klass.__dict__.get(name, _UNSTABLE)
-        if found is not _UNSTABLE:
-            return found
-    return _UNSTABLE
-
-
-def _is_data_descriptor(obj: Any) -> bool:
-    tp = type(obj)
-    return hasattr(tp, "__set__") or hasattr(tp, "__delete__")
 
 
 class _Recorder:
@@ -172,6 +146,14 @@ class _Recorder:
             if native.module.instance_dict_id(obj) == 0:
                 return False
         return native.module.type_version(type(obj)) != 0
+
+    def instance_dict(self, obj: Any) -> Optional[dict[str, Any]]:
+        """``obj``'s instance dict, recorded with its tag (materialized if need be); None
+        when it has none."""
+        if not self.node(obj, _NODE_INSTANCE_DICT):
+            return None
+        d = object.__getattribute__(obj, "__dict__")
+        return d if type(d) is dict else None
 
     def resolve(self, src: Source) -> Any:
         got = self.values.get(src, None)
@@ -263,9 +245,7 @@ class _Recorder:
 
     def _attr(self, base: Any, member: str) -> Any:
         tp = type(base)
-        if isinstance(base, type):
-            return _UNSTABLE
-        if _mro_lookup(tp, "__getattribute__") not in (_OBJECT_GETATTRIBUTE, _MODULE_GETATTRIBUTE):
+        if not coverage.generic_lookup(tp):
             return _UNSTABLE
         found = _mro_lookup(tp, member)
         if found is not _UNSTABLE and _is_data_descriptor(found):
@@ -302,55 +282,13 @@ class _Recorder:
 
 
 def _covered(leaf: Leaf, rec: _Recorder) -> bool:
-    rule = _COVERED.get(type(leaf.kind))
+    rule = coverage.rule(leaf.kind)
     if rule is None or not leaf.sources:
         return False
     values = [rec.resolve(s) for s in leaf.sources]
     if any(v is _UNSTABLE for v in values):
         return False
     return rule(values[0], leaf.params, rec)
-
-
-def _identity(v: Any, params: Any, rec: _Recorder) -> bool:
-    return True
-
-
-def _immutable_value(v: Any, params: Any, rec: _Recorder) -> bool:
-    return _immutable(v)
-
-
-def _dict_content(v: Any, params: Any, rec: _Recorder) -> bool:
-    return type(v) in _DICTS
-
-
-def _exact_container(v: Any, params: Any, rec: _Recorder) -> bool:
-    return type(v) in (dict, tuple)
-
-
-def _dict_contains(v: Any, params: Any, rec: _Recorder) -> bool:
-    return type(v) in _DICTS and type(params[0]) in (str, int)
-
-
-def _not_present(v: Any, params: Any, rec: _Recorder) -> bool:
-    plain = getattr(params, "plain", None)
-    return (plain is not None and plain.get() is type(v)
-            and rec.node(v, _NODE_INSTANCE_DICT))
-
-
-# By kind class, not name ([Note: Kinds own their cache data]): a kind registered under
-# one of these names by someone else is not covered.
-_COVERED: dict[type, Callable[[Any, Any, _Recorder], bool]] = {
-    **dict.fromkeys((TypeMatch, IdMatch, NoneMatch, BoolMatch, ClassMatch, ModuleMatch,
-                     BuiltinMatch, DuplicateInput), _identity),
-    EqualsMatch: _immutable_value,
-    ConstantMatch: _immutable_value,
-    EmptyHooksDict: _dict_content,
-    LengthCheck: _dict_content,
-    DictContains: _dict_contains,
-    DictKeysMatch: _exact_container,
-    SequenceLength: _exact_container,
-    NotPresentInGenericDict: _not_present,
-}
 
 
 class Plan:

@@ -4,7 +4,8 @@ dispatch key set, and the ambient states Dynamo checks on their own (forward-AD 
 functorch stack, saved-tensors hooks, default device). ``install()`` registers them.
 
 May import: jitguard._src.errors, jitguard._src.compiler.kinds, jitguard._src.compiler.values,
-jitguard._src.compiler.bulk, jitguard._src.torch.adapter_sources, torch.
+jitguard._src.compiler.bulk, jitguard._src.compiler.coverage, jitguard._src.torch.adapter_sources,
+torch.
 
 Each kind's ``code`` is the Python code part Dynamo installs for the same guard, and its
 reason restates that code, then what was found.
@@ -17,7 +18,7 @@ from typing import Any, NamedTuple, Optional
 
 import torch
 
-from ..compiler import bulk
+from ..compiler import bulk, coverage
 from ..compiler.kinds import EmitContext, GuardKind
 from ..compiler.values import show
 from ..errors import GuardKindError
@@ -164,6 +165,12 @@ class DimensionMarking(GuardKind):
                         f"{sorted(now)}"
                     )
         return f"{self.code(name, params)} failed"
+
+
+# [Note: Skipping structure guards by version tags]: a tensor whose instance dict and
+# classes hold no marking attribute passes while they still hold none (a mark_dynamic
+# stores into that dict and changes its tag).
+coverage.cover(DimensionMarking, coverage.absent_from_instance_dict(_MARKS))
 
 
 class DictVersion(GuardKind):

@@ -1,0 +1,174 @@
+"""Which leaves a structure snapshot covers ([Note: Skipping structure guards by version
+tags]): for each guard kind (by class), the rule that says whether a leaf's verdict is a
+function of what the snapshot pins (identities, exact types and their version tags,
+dicts' contents), so that it may be skipped while the snapshot holds. A kind outside the
+compiler (the torch integration's) registers its own rule with ``cover``.
+
+May import: compiler.* (the kinds it covers).
+
+A rule is ``rule(value, params, rec) -> bool``: ``value`` is the leaf's first source's
+value (stable, already recorded), ``params`` the leaf's, ``rec`` the snapshot's recorder,
+which offers ``rec.instance_dict(obj)`` (the object's instance dict, recorded with its
+tag; None when it has none) and ``rec.node(obj)`` (record one more object). A rule that
+says True must be sure the verdict cannot change while every recorded tag holds.
+"""
+
+from __future__ import annotations
+
+import collections
+import types
+from collections.abc import Callable
+from typing import Any, Optional
+
+from .attr_kinds import ClassAttrsMatch, EmptyHooksDict, NotPresentInGenericDict
+from .builtin_kinds import (
+    ConstantMatch,
+    DictContains,
+    DictKeysMatch,
+    EqualsMatch,
+    HasAttr,
+    LengthCheck,
+    NotHasAttr,
+    SequenceLength,
+)
+from .identity_kinds import BoolMatch, DuplicateInput, IdMatch, NoneMatch, TypeMatch
+from .python_kinds import BuiltinMatch, ClassMatch, ModuleMatch
+
+__all__ = ["UNSTABLE", "Rule", "cover", "generic_lookup", "mro_lookup", "rule"]
+
+Rule = Callable[[Any, Any, Any], bool]
+
+#: What a read gives when its value cannot be pinned by the snapshot.
+UNSTABLE: Any = object()
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes)
+_DICTS = (dict, collections.OrderedDict)
+_OBJECT_GETATTRIBUTE = object.__dict__["__getattribute__"]
+_MODULE_GETATTRIBUTE = vars(types.ModuleType)["__getattribute__"]
+
+
+def mro_lookup(tp: type, name: str) -> Any:
+    """What ``name`` finds in the namespaces of ``tp``'s MRO, or ``UNSTABLE``."""
+    for klass in tp.__mro__:
+        found = klass.__dict__.get(name, UNSTABLE)
+        if found is not UNSTABLE:
+            return found
+    return UNSTABLE
+
+
+def is_data_descriptor(obj: Any) -> bool:
+    tp = type(obj)
+    return hasattr(tp, "__set__") or hasattr(tp, "__delete__")
+
+
+def generic_lookup(tp: type) -> bool:
+    """Whether attribute reads on instances of ``tp`` (not a class) follow object's (or a
+    module's) ``__getattribute__``: the instance dict and the MRO's namespaces alone."""
+    return (not issubclass(tp, type)
+            and mro_lookup(tp, "__getattribute__") in (_OBJECT_GETATTRIBUTE, _MODULE_GETATTRIBUTE))
+
+
+def _immutable(v: Any) -> bool:
+    if type(v) in _IMMUTABLE:
+        return True
+    return type(v) is tuple and all(_immutable(x) for x in v)
+
+
+def _identity(v: Any, params: Any, rec: Any) -> bool:
+    return True
+
+
+def _immutable_value(v: Any, params: Any, rec: Any) -> bool:
+    return _immutable(v)
+
+
+def _dict_content(v: Any, params: Any, rec: Any) -> bool:
+    return type(v) in _DICTS
+
+
+def _exact_container(v: Any, params: Any, rec: Any) -> bool:
+    return type(v) in (dict, tuple)
+
+
+def _dict_contains(v: Any, params: Any, rec: Any) -> bool:
+    return type(v) in _DICTS and type(params[0]) in (str, int)
+
+
+def _not_present(v: Any, params: Any, rec: Any) -> bool:
+    plain = getattr(params, "plain", None)
+    return (plain is not None and plain.get() is type(v)
+            and rec.instance_dict(v) is not None)
+
+
+def _has_attr(v: Any, member: Any, rec: Any) -> bool:
+    """``hasattr(v, member)`` is True by dicts alone: ``member`` is in the instance dict
+    and no class has a data descriptor of that name, or a class has it as a plain
+    (non-descriptor) attribute. (An attribute found never reaches ``__getattr__``.)"""
+    tp = type(v)
+    if type(member) is not str or not generic_lookup(tp):
+        return False
+    found = mro_lookup(tp, member)
+    if found is not UNSTABLE and is_data_descriptor(found):
+        return False
+    d = rec.instance_dict(v)
+    if d is not None and member in d:
+        return True
+    return found is not UNSTABLE and not hasattr(type(found), "__get__")
+
+
+def _lacks_attr(v: Any, member: Any, rec: Any) -> bool:
+    """``hasattr(v, member)`` is False by dicts alone: no class has ``member`` nor a
+    ``__getattr__``, and neither has the instance dict (a module's ``__getattr__`` lives
+    there)."""
+    tp = type(v)
+    if type(member) is not str or not generic_lookup(tp):
+        return False
+    if mro_lookup(tp, member) is not UNSTABLE or mro_lookup(tp, "__getattr__") is not UNSTABLE:
+        return False
+    d = rec.instance_dict(v)
+    return d is not None and member not in d and "__getattr__" not in d
+
+
+def absent_from_instance_dict(names: frozenset[str]) -> Rule:
+    """A rule for a kind whose verdict, for a value of a generic-lookup type whose
+    instance dict and classes lack every one of ``names``, is True while they still do."""
+
+    def rule(v: Any, params: Any, rec: Any) -> bool:
+        tp = type(v)
+        if not generic_lookup(tp) or any(mro_lookup(tp, n) is not UNSTABLE for n in names):
+            return False
+        if mro_lookup(tp, "__getattr__") is not UNSTABLE:
+            return False
+        d = rec.instance_dict(v)
+        return d is not None and names.isdisjoint(d)
+
+    return rule
+
+
+# By kind class, not name ([Note: Kinds own their cache data]): a kind registered under
+# one of these names by someone else is not covered.
+_COVERED: dict[type, Rule] = {
+    **dict.fromkeys((TypeMatch, IdMatch, NoneMatch, BoolMatch, ClassMatch, ModuleMatch,
+                     BuiltinMatch, DuplicateInput), _identity),
+    # a function of type(v) and its MRO's namespaces: the type's version tag
+    ClassAttrsMatch: _identity,
+    EqualsMatch: _immutable_value,
+    ConstantMatch: _immutable_value,
+    EmptyHooksDict: _dict_content,
+    LengthCheck: _dict_content,
+    DictContains: _dict_contains,
+    DictKeysMatch: _exact_container,
+    SequenceLength: _exact_container,
+    NotPresentInGenericDict: _not_present,
+    HasAttr: _has_attr,
+    NotHasAttr: _lacks_attr,
+}
+
+
+def cover(kind_class: type, rule: Rule) -> None:
+    """Register the rule for leaves of ``kind_class`` (exactly that class)."""
+    _COVERED[kind_class] = rule
+
+
+def rule(kind: Any) -> Optional[Rule]:
+    """The rule for ``kind``'s leaves, None when they are never covered."""
+    return _COVERED.get(type(kind))
