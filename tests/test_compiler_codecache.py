@@ -72,8 +72,9 @@ def test_code_runs_under_its_file_name_with_the_shown_text() -> None:
     assert filename not in linecache.cache
 
 
-def test_function_picks_a_def_and_renames_it() -> None:
+def test_function_picks_a_def_and_renames_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """``function`` returns one def with the given globals, under a new name if asked."""
+    monkeypatch.setattr(codecache, "RENAME_INTERNS", False)
     compiled = compile_generated("def ___g():\n    return k\n", generated_filename("test"))
     g = compiled.function("___g", {"k": 7}, name="check_mine")
     assert g() == 7 and g.__name__ == "check_mine" and g.__code__.co_name == "check_mine"
@@ -166,3 +167,17 @@ def test_every_generator_goes_through_it(caplog: pytest.LogCaptureFixture) -> No
     # The dispatcher regenerates as entries come; the file of the one installed stays.
     dispatchers = [f for f in filenames if f.startswith("<jitguard dispatch twice#")]
     assert dispatchers and linecache.getlines(dispatchers[-1])
+
+
+def test_where_renaming_interns_a_function_keeps_the_text_code_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """[Note: Code names on 3.13]: with RENAME_INTERNS (CPython 3.13) a function asked for under
+    a name of its own keeps the text's code name (its own name is its __name__ and
+    __qualname__), so no code.replace interns a name; the file name is still its own."""
+    monkeypatch.setattr(codecache, "RENAME_INTERNS", True)
+    compiled = compile_generated("def ___g():\n    return k\n", generated_filename("test"))
+    g = compiled.function("___g", {"k": 7}, name="check_mine")
+    assert g() == 7 and (g.__name__, g.__qualname__, g.__code__.co_name) == (
+        "check_mine", "check_mine", "___g")
+    assert g.__code__.co_filename == compiled.filename
+    forget(compiled.filename)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import linecache
 import logging
-import sys
 import tracemalloc
 import weakref
 from typing import Any
@@ -111,9 +110,6 @@ def test_unbounded_cache_with_no_limit() -> None:
     assert (s.entries, s.evictions, s.fallbacks) == (100, 0, 0)
 
 
-@pytest.mark.xfail(sys.version_info >= (3, 13), strict=False,
-                   reason="open regression found at stop 18: on 3.13 memory grows about 1.6 KB "
-                          "per compile past maxsize, in both modes; not yet diagnosed")
 def test_5000_entries_with_maxsize_100_stay_bounded() -> None:
     """5,000 entries through maxsize=100: at most 100 stay, memory stays flat after the
     first 100, and no evicted value is served by an entry."""
