@@ -358,6 +358,14 @@ def test_declared_sources_of_the_wrong_type_are_a_clear_error(option: str) -> No
         specialize(lambda x: x, **{option: [1]})
 
 
+@pytest.mark.parametrize("option", ["dynamic", "static"])
+@pytest.mark.parametrize("value", [False, True, 3])
+def test_declared_sources_that_are_no_collection_are_a_clear_error(option: str, value: Any) -> None:
+    """``dynamic=False`` (a scalar, not a list of names) is a TypeError with the form to write."""
+    with pytest.raises(TypeError, match=rf"{option}= takes parameter names.*{option}=\['n'\]"):
+        specialize(lambda x: x, **{option: value})
+
+
 def test_a_restart_declaring_a_wrong_source_is_a_clear_error() -> None:
     """A compiler asking add_guard or is_dynamic about a non-source gets that TypeError."""
     from jitguard import GuardBuilder

@@ -757,3 +757,13 @@ def test_export_info_for_every_guard_of_a_check() -> None:
     assert len(check.leaves) == 4
     bad = {"cfg": Config(lr=0.25, name="x"), "n": 3}
     assert reasons(check, bad) == ["L['cfg'].lr == 0.5 failed: got 0.25"]
+
+
+def test_a_create_fn_called_by_hand_is_a_type_error() -> None:
+    """GuardBuilder.EQUALS_MATCH(value) is not a check: a TypeError says to make a guard."""
+    with pytest.raises(TypeError, match=r"GuardBuilder\.EQUALS_MATCH is a guard kind's create_fn"
+                       r".*got \(int, NoneType\).*source\.make_guard\(GuardBuilder\.EQUALS_MATCH\)"):
+        GuardBuilder.EQUALS_MATCH(3, None)
+    guard = L("x").make_guard(GuardBuilder.EQUALS_MATCH)
+    with pytest.raises(TypeError, match=r"got \(str, Guard\)"):
+        GuardBuilder.EQUALS_MATCH("builder", guard)

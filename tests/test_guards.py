@@ -620,3 +620,16 @@ def test_make_guard_takes_a_kind_not_its_name() -> None:
         jg.LocalSource("n").make_guard("EQUALS_MATCH")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"got int 3$"):
         jg.LocalSource("n").make_guard(3)  # type: ignore[arg-type]
+
+
+def test_guard_needs_a_source_and_a_create_fn() -> None:
+    """Guard('x', kind) and Guard(source, 'EQUALS_MATCH') are TypeErrors at the call."""
+    with pytest.raises(TypeError, match=r"Guard needs a Source as originating_source "
+                       r"\(LocalSource\('x'\).*got str 'x'"):
+        Guard("x", EQUALS_MATCH)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"Guard needs a create_fn such as GuardBuilder\."
+                       r"EQUALS_MATCH, got str 'EQUALS_MATCH' \(write GuardBuilder\.EQUALS_MATCH\)"):
+        Guard(L("x"), "EQUALS_MATCH")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"got NoneType None$"):
+        Guard(L("x"), None)  # type: ignore[arg-type]
+    assert Guard(L("x"), EQUALS_MATCH).name == "L['x']"

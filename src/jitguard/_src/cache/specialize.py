@@ -226,6 +226,11 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     def _declared(self, names: Iterable[SourceLike], what: str) -> frozenset[Source]:
         if isinstance(names, str):
             names = (names,)
+        elif not isinstance(names, Iterable):
+            raise TypeError(
+                f"{what}= takes parameter names or sources (e.g. {what}=['n'] or "
+                f"{what}=[L['x']]), got {names!r} of type {type(names).__name__}"
+            )
         out = frozenset(as_source(n) for n in names)
         for source in out:
             if root_name(source) not in self.signature.params:

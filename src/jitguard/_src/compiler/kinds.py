@@ -44,11 +44,10 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Optional, Union
 
 from ..errors import GuardKindError
-from ..guards import RELATIONAL_ATTR
+from ..guards import RELATIONAL_ATTR, Guard
 from ..integrations import ensure_loaded
 
 if TYPE_CHECKING:
-    from ..guards import Guard
     from .builder import GuardBuilder
 
 __all__ = [
@@ -284,7 +283,16 @@ def _make_create_fn(kind: GuardKind) -> Callable[..., Any]:
                 f"guard kind options must be keywords: functools.partial({kind.name}, "
                 f"name=value), got positional {(builder, guard, *args)[:-2]!r}"
             )
-        builder.install(kind, guard, options)
+        install = getattr(builder, "install", None)
+        if install is None or not isinstance(guard, Guard):
+            # Called by hand (GuardBuilder.EQUALS_MATCH(x)): a create_fn is not a check.
+            raise TypeError(
+                f"GuardBuilder.{kind.name} is a guard kind's create_fn, which the guard compiler "
+                f"calls as create_fn(builder, guard); got ({type(builder).__name__}, "
+                f"{type(guard).__name__}). To guard a value, write "
+                f"source.make_guard(GuardBuilder.{kind.name}) and compile it with compile_guards"
+            )
+        install(kind, guard, options)
 
     create_fn.__name__ = create_fn.__qualname__ = kind.name
     create_fn.__doc__ = type(kind).__doc__
