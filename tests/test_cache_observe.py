@@ -116,6 +116,47 @@ def test_check_cost_runs_the_check_a_bounded_number_of_times() -> None:
     assert len(calls) == 10
 
 
+def test_check_cost_leaves_out_the_first_call() -> None:
+    """The first call (which takes a structure snapshot, warms caches) is not the cost of a
+    hit: a check whose first call sleeps 20 ms and whose others are instant costs under 1 ms."""
+    import time
+
+    calls: list[int] = []
+
+    def check(n: int) -> bool:
+        if not calls:
+            time.sleep(0.02)
+        calls.append(n)
+        return True
+
+    cost = observe.measure_check(check, (1,))
+    assert cost is not None and cost < 1_000_000, cost
+
+
+def test_check_cost_stops_within_its_time_budget() -> None:
+    """A check of about 3 ms after its first call is run twice more at most (5 ms spent), and
+    one whose first call took 50 ms or more is not run again."""
+    import time
+
+    calls: list[int] = []
+
+    def check(n: int) -> bool:
+        calls.append(n)
+        time.sleep(0.003)
+        return True
+
+    cost = observe.measure_check(check, (1,))
+    assert len(calls) == 3 and cost is not None and cost >= 3_000_000
+    calls.clear()
+
+    def slow(n: int) -> bool:
+        calls.append(n)
+        time.sleep(0.05)
+        return True
+
+    assert (observe.measure_check(slow, (1,)) or 0) >= 50_000_000 and len(calls) == 1
+
+
 # ---- large guard sets --------------------------------------------------------------------
 
 

@@ -442,3 +442,34 @@ def test_none_parameter_slot() -> None:
     hit(c, m)
     m.bias = nn.Parameter(torch.zeros(3))
     assert miss(c, m) == ["L['m']._parameters['bias'] is None failed: got <Parameter object>"]
+
+
+def _with_defaults(forward: Any) -> Any:
+    import functools
+
+    @functools.wraps(forward)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return forward(self, *args, **kwargs)
+
+    return wrapper
+
+
+class _DecoratedForward(torch.nn.Module):
+    @_with_defaults
+    def forward(self, x: Any) -> Any:
+        return x + 1
+
+
+def test_explain_names_the_forward_below_its_decorators() -> None:
+    """A forward wrapped by a functools.wraps decorator (as transformers wraps its models')
+    is named in explain by its own class, file and def line, not the decorator's."""
+    import inspect
+
+    import jitguard
+
+    m = _DecoratedForward()
+    cm = jgt.compile(m, backend="eager")
+    cm(torch.ones(2))
+    line = inspect.getsourcelines(_DecoratedForward.forward.__wrapped__)[1]
+    head = str(jitguard.explain(cm)).splitlines()[0]
+    assert head == f"jitguard.explain: _DecoratedForward.forward at {__file__}:{line}", head

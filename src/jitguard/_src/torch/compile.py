@@ -120,6 +120,15 @@ def _target(obj: Any) -> tuple[types.FunctionType, Optional[Any]]:
     )
 
 
+def _unwrapped(fn: Any) -> Any:
+    """``fn`` below its ``functools.wraps`` wrappers (``fn`` itself when the chain is a loop
+    or reading it raises)."""
+    try:
+        return inspect.unwrap(fn)
+    except Exception:
+        return fn
+
+
 def _cache_for(fn: types.FunctionType, key: tuple[Any, ...], isolate: bool,
                make: Callable[[], FunctionCache]) -> FunctionCache:
     """[Note: Shared entries]: the map holds the function weakly and its caches weakly (the
@@ -299,7 +308,8 @@ def _compile(
 
         return _cache_for(target, key, isolate_recompiles, make)
 
-    code = fn.__code__
+    # messages name the user's def, below decorators' wrappers (transformers wraps forward)
+    code = getattr(_unwrapped(fn), "__code__", fn.__code__)
     cache = cache_for(fn, f"{fn.__qualname__} at {code.co_filename}:{code.co_firstlineno}")
     if not isinstance(model, torch.nn.Module):
         if first is None or isinstance(model, types.MethodType):
