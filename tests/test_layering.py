@@ -676,7 +676,7 @@ def cache_misuse(source: str, private: set[str]) -> list[str]:
 @pytest.mark.parametrize("path", _torch_modules(), ids=lambda p: p.stem)
 def test_torch_composes_the_cache(path: Path) -> None:
     """No torch class subclasses FunctionCache (a frontend is a Scope, [Note: Scopes]), and
-    no torch module reads a cache's private attributes (``cache._job``, ``shared._snapshot``)."""
+    no torch module reads a cache's private attributes (``cache._job``, ``shared._table``)."""
     assert cache_misuse(path.read_text(), _cache_private_names()) == []
 
 
@@ -685,6 +685,6 @@ def test_cache_misuse_check_sees_both() -> None:
     source = ("class C(FunctionCache):\n    pass\n"
               "def f(cache):\n    cache._job.where = 'x'\n    return self._own\n")
     private = _cache_private_names()
-    assert {"_job", "_snapshot", "_compiles"} <= private
+    assert {"_job", "_table", "_compiles"} <= private
     assert cache_misuse(source, private) == ["line 1: class C(FunctionCache)",
                                              "line 4: cache._job"]

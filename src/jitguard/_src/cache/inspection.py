@@ -14,6 +14,7 @@ from typing import Optional
 
 from ..dispatch.entry import CacheEntry
 from ..dispatch.snapshot import Snapshot
+from ..dispatch.table import EntryTable
 from ..guards import Source
 from ..ids import CompileId
 from .advice import Advice, advise
@@ -37,8 +38,7 @@ class CacheInspection:
         """What the advisor's rules are told the function was compiled with (its scope's
         ``frontend``, [Note: Scopes])."""
         return self.scope.frontend
-    _snapshot: Snapshot
-    _entries: dict[int, CacheEntry]
+    _table: EntryTable
     _history: RecompileHistory
     _compile_log: CompileLog
     _counters: Counters
@@ -53,7 +53,7 @@ class CacheInspection:
         """The live entries, in dispatch order (most specific first, then oldest). Takes no
         lock, so a compiler may call it; dead entries are left out here and dropped for good
         on the next miss."""
-        return tuple(e for e in self._snapshot.entries if e.valid)
+        return tuple(e for e in self._table.snapshot.entries if e.valid)
 
     def compile_ids(self) -> list[CompileId]:
         return [e.compile_id for e in self.entries()]
@@ -109,7 +109,7 @@ class CacheInspection:
         is evicted or invalidated ([Note: Counters under threads])."""
         c = self._counters
         with c.lock:  # one consistent snapshot: entries and dropped_hits move together
-            entries = list(self._entries.values())
+            entries = list(self._table)
             counts = {name: c.get(name) for name in c.NAMES}
             hits = sum(e.hits for e in entries)
         compiles = counts["compiles"]
@@ -152,7 +152,7 @@ class CacheInspection:
 
     def snapshot(self) -> Snapshot:
         """The published snapshot (the dispatcher's view), for debugging."""
-        return self._snapshot
+        return self._table.snapshot
 
     def __repr__(self) -> str:
-        return f"<FunctionCache {self.where}: {len(self._snapshot.entries)} entries>"
+        return f"<FunctionCache {self.where}: {len(self._table.snapshot.entries)} entries>"

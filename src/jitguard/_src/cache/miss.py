@@ -59,7 +59,7 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
     recompile = cache._compiles > 0
     # Loaded entries that reject the call are explained like compiled ones, but the
     # first compile of this process is not a recompile ([Note: Persistent entries]).
-    explained = recompile or bool(cache._entries)
+    explained = recompile or bool(len(cache._table))
     reached = cache.scope.limit_reached(cache)  # [Note: Scopes]
     past_limit = reached is not None
     if past_limit and cache.on_limit == "fallback" and cache._warned:
@@ -67,7 +67,7 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
         dispatch_log.info("%s: miss past the recompile limit: runs the fallback", cache.where)
         return cache.fallback
     if dispatch_log.isEnabledFor(logging.INFO):
-        size = len(cache._snapshot)
+        size = len(cache._table.snapshot)
         dispatch_log.info("%s: miss: %s", cache.where,
                           f"{size} entries rejected the call" if size else "no entry yet")
     covered: list[CacheEntry] = []
@@ -115,7 +115,7 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
                                                torch_names=cache.torch_names))
     compiling = _compiling()
     compiling.add(id(cache))
-    cache_size = len(cache._snapshot)
+    cache_size = len(cache._table.snapshot)
     started = time.perf_counter()
     try:
         done = cache._job.run(

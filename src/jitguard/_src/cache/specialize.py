@@ -46,12 +46,12 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, Optional, ParamSpec, TypeVar, Union
 
 from .._util import wrapped_chain
-from ..dispatch.dispatcher import Dispatcher, Layout, compute_layout
+from ..dispatch.dispatcher import Dispatcher
 from ..dispatch.entry import CacheEntry
 from ..dispatch.layout import note_static_types
 from ..dispatch.lru import Lru
 from ..dispatch.signature import Signature
-from ..dispatch.snapshot import RESCAN_BELOW, Snapshot, build_snapshot, choose_dims
+from ..dispatch.table import EntryTable
 from ..guards import Source
 from ..ids import CompileId
 from .inspection import CacheInspection
@@ -174,8 +174,8 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
                                                                  self.where, self._watched)
         if self._persist is not None:
             self._persist.params = self.signature.params
-        self._snapshot: Snapshot = build_snapshot((), self.dispatcher.keycode(Layout((), (), False)))
-        self.dispatcher.install(self._snapshot.keycode, self._snapshot.index)
+        self._table = EntryTable(self.dispatcher, self.signature.params, self._counters,
+                                 lru=self._lru, redirect=self._redirect, history=self._history)
         functools.update_wrapper(self.dispatcher.function, fn)
         # The C Dispatch object (when the C hot path is on) shares the generated
         # function's __dict__ and names ([Note: The C hot path]).
@@ -208,18 +208,14 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         return self._compiles
 
     def _reset_state(self) -> None:
-        self._entries: dict[int, CacheEntry] = {}  # by seq, oldest first
-        self._seq = itertools.count()
+        # the entries are the table's (EntryTable.reset, by clear())
         self._frame_id: Optional[int] = getattr(self, "_frame_id", None)
         self._next_compile = getattr(self, "_next_compile", 0)
         self._compiles = 0
         self._auto: frozenset[Source] = frozenset()
         self._history.clear()
         self._compile_log.clear()
-        if self._lru is not None:
-            self._lru.clear()
         self._warned = False
-        self._dirty = False
         # (source, rule, at the limit) of each advice logged ([Note: Recompile advice])
         self._advised: set[tuple[str, str, bool]] = set()
 
@@ -297,26 +293,25 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
                 return self._uncompiled(values)
             self._start_over()
         note_static_types(values)  # [Note: Static types in the generated dispatcher]
-        entry = self._snapshot.lookup(values)
+        table = self._table
+        entry = table.snapshot.lookup(values)
         if entry is not None:
             entry.slow_hits += 1
-            if self._lru is not None:
-                self._lru.touch(entry)
+            table.touch(entry)
             if dispatch_log.isEnabledFor(logging.DEBUG):
                 dispatch_log.debug("%s: hit %s off the fast path", self.where, entry.compile_id)
             return self.signature.forward(entry.artifact, *values)
         if in_own_compile(self):
             return self._uncompiled(values)
         with self._lock:
-            if self._dirty:
+            if table.dirty:
                 self._drop_dead()
-            entry = self._snapshot.lookup(values)
+            entry = table.snapshot.lookup(values)
             if entry is None and self._persist is not None and self._persist.pending:
                 entry = load_stored(self, values)
             if entry is not None:
                 entry.slow_hits += 1
-                if self._lru is not None:
-                    self._lru.touch(entry)
+                table.touch(entry)
                 target = entry.artifact
             else:
                 target = serve_miss(self, values)
@@ -350,14 +345,14 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         """This cache's entries whose failures explain a miss of ``values`` ([Note: Recompile
         reasons]), and how many others were left out (the miss asks its scope, which may add
         other caches')."""
-        return self._snapshot.closest(values, limit)
+        return self._table.snapshot.closest(values, limit)
 
     def find(self, values: tuple[Any, ...]) -> Optional[CacheEntry]:
         """The entry the published snapshot serves for these parameter values (None: a
         miss, as every call is once the function's code object was replaced)."""
         if self.code_replaced():
             return None
-        return self._snapshot.lookup(values)
+        return self._table.snapshot.lookup(values)
 
     def _new_compile_id(self) -> CompileId:
         """The next compile id of this function (the frame id is taken on first use)."""
@@ -370,87 +365,24 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
 
     def _join(self, compile_id: CompileId, artifact: Callable[..., Any], check: Any,
               dynamic: frozenset[Source]) -> CacheEntry:
-        """A new entry (compiled or loaded) joins the cache and is published."""
-        entry = CacheEntry(
-            compile_id=compile_id, artifact=artifact, check=check,
-            params=self.signature.params, dynamic=dynamic, seq=next(self._seq),
-            on_invalid=self._invalid, redirect=self._redirect, history=self._history,
-        )
-        self._entries[entry.seq] = entry
-        if self._lru is not None:
-            self._lru.add(entry)
-        self._add(entry)
-        return entry
-
-    def _add(self, entry: CacheEntry) -> None:
-        """Publish a new entry: in place when it fits the snapshot's layout, else in a new
-        snapshot ([Note: Updating a snapshot in place])."""
-        snapshot = self._snapshot
-        size = len(snapshot) + 1
-        # Up to RESCAN_BELOW entries the dims are chosen again at each doubling (1, 2, 4, 8,
-        # 16 entries), above it they stay while new entries have them ([Note: Dispatch by
-        # facts]); in between, an entry that fits is added in place.
-        rescan = size <= RESCAN_BELOW and size & (size - 1) == 0
-        if not rescan and snapshot.insert(entry):
-            return
-        self._publish([entry])
-
-    def _remove(self, entries: list[CacheEntry]) -> None:
-        """Take entries whose slots are dead out of the published snapshot."""
-        snapshot = self._snapshot
-        rest = [e for e in entries if not snapshot.discard(e)]
-        if rest:
-            self._publish([])
+        """A new entry (compiled or loaded) joins the table and is published."""
+        return self._table.join(compile_id, artifact, check, dynamic)
 
     def _evict_over(self, maxsize: int) -> None:
         """Evict least recently used entries until at most ``maxsize`` are live."""
-        assert self._lru is not None
-        evicted: list[CacheEntry] = []
-        while len(self._entries) > maxsize:
-            victim = self._lru.victim(lambda e: self._entries.get(e.seq) is e)
-            if victim is None:
-                break
-            with self._counters.lock:  # see [Note: Counters under threads]
-                del self._entries[victim.seq]
-                self._counters.add("dropped_hits", victim.hits)
-            victim.evict(f"evicted: least recently used (maxsize={maxsize})")
-            evicted.append(victim)
-            self._counters.bump("evictions")
+        for victim in self._table.evict_over(maxsize):
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s: evicted entry %s (least recently used, maxsize=%d)",
                           self.where, victim.compile_id, maxsize)
-        if evicted:
-            self._remove(evicted)
-
-    def _publish(self, new: list[CacheEntry]) -> None:
-        live = sorted((e for e in self._entries.values() if e.valid), key=lambda e: e.rank)
-        dims = choose_dims(live, self._snapshot.dims, new)
-        layout = compute_layout(live, dims)
-        snapshot = build_snapshot(live, self.dispatcher.keycode(layout))
-        self._snapshot = snapshot
-        self.dispatcher.install(snapshot.keycode, snapshot.index)
 
     def _redirect(self, *args: Any, **kwargs: Any) -> Any:
         """What a dead entry's slots call instead of its artifact: the careful path."""
         return self._miss(*self.signature.bind(*args, **kwargs))
 
-    def _invalid(self, entry: CacheEntry) -> None:
-        # From a weakref callback: no lock here (see [Note: Dispatch by facts]).
-        self._dirty = True
-
     def _drop_dead(self) -> None:
-        self._dirty = False
-        dead = [e for e in self._entries.values() if not e.valid]
-        if not dead:
-            return
-        for entry in dead:
-            with self._counters.lock:  # see [Note: Counters under threads]
-                del self._entries[entry.seq]
-                self._counters.bump("invalidations")
-                self._counters.add("dropped_hits", entry.hits)
+        for entry in self._table.drop_dead():
             log.info("%s: dropped entry %s: %s", self.where, entry.compile_id,
                      entry.invalid_reason)
-        self._remove(dead)
 
     # ---- inspection (the rest: cache.inspection) ----------------------------------------
     def lookup(self, *args: Any, **kwargs: Any) -> Optional[CacheEntry]:
@@ -459,7 +391,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         values = self.signature.bind(*args, **kwargs)
         if self.code_replaced():
             return None
-        found = self._snapshot.lookup(values)
+        found = self._table.snapshot.lookup(values)
         return found if found is not None else self.scope.elsewhere(self, values)
 
     def clear(self) -> None:
@@ -467,11 +399,12 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         with self._lock:
             with self._counters.lock:  # stats() sees the counts before or after, not between
                 self._reset_state()
+                self._table.reset()
                 self._counters.reset()
             self._static = self._declared_static
             if self._persist is not None:
                 self._persist.reset()
-            self._publish([])
+            self._table.publish([])
 
 
 def _checked(fn: Any, compiler: Any, maxsize: Any, recompile_limit: Any) -> Optional[int]:
