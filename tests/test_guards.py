@@ -622,14 +622,19 @@ def test_make_guard_takes_a_kind_not_its_name() -> None:
         jg.LocalSource("n").make_guard(3)  # type: ignore[arg-type]
 
 
-def test_guard_needs_a_source_and_a_create_fn() -> None:
-    """Guard('x', kind) and Guard(source, 'EQUALS_MATCH') are TypeErrors at the call."""
+def test_guard_needs_a_source_and_compiling_needs_a_create_fn() -> None:
+    """Guard('x', kind) is a TypeError at the call; a create_fn that is not callable (the
+    specification's Guard takes any object) is one when the guards compile."""
+    from jitguard import compile_guards
+
     with pytest.raises(TypeError, match=r"Guard needs a Source as originating_source "
                        r"\(LocalSource\('x'\).*got str 'x'"):
         Guard("x", EQUALS_MATCH)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"Guard needs a create_fn such as GuardBuilder\."
-                       r"EQUALS_MATCH, got str 'EQUALS_MATCH' \(write GuardBuilder\.EQUALS_MATCH\)"):
-        Guard(L("x"), "EQUALS_MATCH")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"the guard on \"L\['x'\]\" needs a create_fn such as "
+                       r"GuardBuilder\.EQUALS_MATCH, got str 'EQUALS_MATCH' \(write "
+                       r"GuardBuilder\.EQUALS_MATCH\)"):
+        compile_guards([Guard(L("x"), "EQUALS_MATCH")],  # type: ignore[arg-type]
+                       f_locals={"x": 1})
     with pytest.raises(TypeError, match=r"got NoneType None$"):
-        Guard(L("x"), None)  # type: ignore[arg-type]
+        compile_guards([Guard(L("x"), None)], f_locals={"x": 1})  # type: ignore[arg-type]
     assert Guard(L("x"), EQUALS_MATCH).name == "L['x']"

@@ -269,13 +269,6 @@ class Guard:
                 f"Guard needs a Source as originating_source (LocalSource('x'), "
                 f"GlobalSource('cfg'), ...), got {type(source).__name__} {source!r}"
             )
-        if not callable(self.create_fn):
-            fn = self.create_fn
-            hint = f" (write GuardBuilder.{fn})" if isinstance(fn, str) and fn.isidentifier() else ""
-            raise TypeError(
-                f"Guard needs a create_fn such as GuardBuilder.EQUALS_MATCH, "
-                f"got {type(fn).__name__} {fn!r}{hint}"
-            )
 
     def _identity(self) -> tuple[str, GuardSource, Any]:
         return (self.name, self.source, _create_fn_key(self.create_fn))

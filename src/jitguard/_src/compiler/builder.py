@@ -145,6 +145,13 @@ class GuardBuilder(GuardBuilderBase, metaclass=_BuilderType):
         """Install one guard through its create_fn. A create_fn that is not a registered
         kind must install at least one leaf (through ``install``/``add_leaf``): a guard that
         checks nothing would be a silent hole."""
+        fn = guard.create_fn
+        if not callable(fn):  # the specification's Guard takes any object: refused here
+            hint = f" (write GuardBuilder.{fn})" if isinstance(fn, str) and fn.isidentifier() else ""
+            raise TypeError(
+                f"the guard on {guard.name!r} needs a create_fn such as "
+                f"GuardBuilder.EQUALS_MATCH, got {type(fn).__name__} {fn!r}{hint}"
+            )
         before = len(self.leaves)
         guard.create(self)
         if len(self.leaves) == before:
