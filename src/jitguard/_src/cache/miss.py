@@ -59,7 +59,7 @@ def serve_miss(cache: FunctionCache[Any, Any], values: tuple[Any, ...]) -> Calla
     recompile = cache._compiles > 0
     # Loaded entries that reject the call are explained like compiled ones, but the
     # first compile of this process is not a recompile ([Note: Persistent entries]).
-    explained = recompile or bool(len(cache._table))
+    explained = recompile or bool(cache._table)
     reached = cache.scope.limit_reached(cache)  # [Note: Scopes]
     past_limit = reached is not None
     if past_limit and cache.on_limit == "fallback" and cache._warned:

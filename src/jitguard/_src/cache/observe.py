@@ -14,10 +14,10 @@ cache.reasons.
 # takes the structure snapshot and warms caches: on a 36-layer Qwen3 it took 3.1 ms where a
 # hit's check takes about 0.1 ms); then up to nine more calls, stopping once 5 ms are spent,
 # and the fastest is kept, in ns per call. A first call of 50 ms or more is kept as it is,
-# and a check that raises gets no cost. Everything else is built only
-# when someone listens: the ``compile`` log line, the ``guards`` log lines, and, when a
-# structured trace is on ([Note: Structured trace]), these records, all under the compile
-# id, in the event names tlparse renders:
+# and a check that raises gets no cost. Everything else is built only when someone listens:
+# the ``compile`` log line, the ``guards`` log lines, and, when a structured trace is on
+# ([Note: Structured trace]), these records, all under the compile id, in the event names
+# tlparse renders:
 #   * ``dynamo_start``: the user's stack at the call that compiled (jitguard's frames left
 #     out), ending with the compiled function's own ``def`` line;
 #   * ``artifact`` ``recompile_reasons`` (json): one ``"<entry id>: <reason>"`` per failing
@@ -119,18 +119,14 @@ def measure_check(fn: Callable[..., Any], values: tuple[Any, ...]) -> Optional[f
         first = clock() - t0
         if first >= _SLOW_CHECK_NS:
             return float(first)
-        best = spent = 0
-        for _ in range(_MORE_CALLS):
+        times: list[int] = []
+        while len(times) < _MORE_CALLS and sum(times) < _MEASURE_BUDGET_NS:
             t0 = clock()
             fn(*values)
-            took = clock() - t0
-            best = took if not spent or took < best else best
-            spent += took
-            if spent >= _MEASURE_BUDGET_NS:
-                break
+            times.append(clock() - t0)
     except Exception:
         return None
-    return float(best)
+    return float(min(times))
 
 
 def leaf_key(leaf: Leaf) -> str:

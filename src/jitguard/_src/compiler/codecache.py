@@ -45,12 +45,12 @@ begin every made-up name (the guard compiler's check functions take their parame
 # [Note: Code names on 3.13]
 # On CPython 3.13, ``code.replace(co_name=...)`` interns the new name for good (measured:
 # every 20,000 distinct names grow memory by 415 KB more, never freed; 3.10-3.12 keep none,
-# and replacing ``co_filename`` keeps nothing on any version). Every check has a name of its own, so a bounded cache whose
-# values never repeat (``maxsize=100``, 5,000 ints) grew 204 bytes per compile. There
-# (``RENAME_INTERNS``) a function's code keeps the text's fixed name (``___check``): its own
-# name is its ``__name__`` and ``__qualname__``, and a traceback shows the fixed name in the
-# file whose name says which check it is (``<jitguard check f 0/3#6>``, its text in linecache
-# under the own name).
+# and replacing ``co_filename`` keeps nothing on any version). Every check has a name of its
+# own, so a bounded cache whose values never repeat (``maxsize=100``, 5,000 ints) grew 204
+# bytes per compile. There (``RENAME_INTERNS``) a function's code keeps the text's fixed
+# name (``___check``): its own name is its ``__name__`` and ``__qualname__``, and a
+# traceback shows the fixed name in the file whose name says which check it is
+# (``<jitguard check f 0/3#6>``, its text in linecache under the own name).
 """
 
 from __future__ import annotations
@@ -146,18 +146,12 @@ def compile_generated(
             _cache[text] = cached
             while len(_cache) > CACHE_SIZE:
                 del _cache[next(iter(_cache))]
-    return _registered(_with_filename(cached, filename), filename, shown, owner)
-
-
-def _registered(code: types.CodeType, filename: str, shown: str, owner: Any) -> CompiledText:
-    """``code`` compiled under ``filename``, with ``shown`` in linecache (until ``owner`` is
-    collected, when given) and at DEBUG."""
     linecache.cache[filename] = (len(shown), None, shown.splitlines(True), filename)
     if owner is not None:
         weakref.finalize(owner, linecache.cache.pop, filename, None)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("generated %s:\n%s", filename, shown)
-    return CompiledText(code, filename)
+    return CompiledText(_with_filename(cached, filename), filename)
 
 
 def forget(*filenames: str) -> None:
