@@ -131,3 +131,65 @@ def test_an_unusable_path_is_a_tier_error(tmp_path: Path) -> None:
     tier = SqliteTier(tmp_path / "file" / "s.db", max_bytes=1 << 20)
     with pytest.raises(TierError):
         tier.get("k")
+
+
+def test_opening_a_new_database_another_connection_writes_waits_for_it(tmp_path: Path) -> None:
+    """A new database that another connection holds a write lock on while this one opens it
+    (SQLite answers that set-up busy at once, past its busy timeout): the tier opens it once
+    the lock goes, instead of failing with 'database is locked'."""
+    import threading
+
+    path = tmp_path / "store.sqlite3"
+    other = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    released = threading.Event()
+
+    def release() -> None:
+        other.execute("ROLLBACK")
+        released.set()
+
+    timer = threading.Timer(0.3, release)
+    timer.start()
+    tier = SqliteTier(path, max_bytes=1 << 20)
+    try:
+        start = time.monotonic()
+        tier.open()
+        assert released.is_set() and time.monotonic() - start >= 0.25
+        tier.put("k", "e", "f", b"v")
+        assert tier.get("k") == [("e", b"v")]
+    finally:
+        timer.join()
+        tier.close()
+        other.close()
+
+
+def test_a_set_up_busy_past_the_timeout_is_a_tier_error(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new database whose write lock is never released: opening gives up after the busy
+    timeout (shortened here) with a TierError that says the database is locked."""
+    from jitguard._src.store import sqlite as tier_module
+
+    monkeypatch.setattr(tier_module, "_BUSY_SECONDS", 0.2)
+    path = tmp_path / "store.sqlite3"
+    with closing(sqlite3.connect(str(path), isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")
+        tier = SqliteTier(path, max_bytes=1 << 20)
+        start = time.monotonic()
+        with pytest.raises(TierError, match=r"cannot open in .*database is locked"):
+            tier.open()
+        assert 0.15 <= time.monotonic() - start < 5
+        other.execute("ROLLBACK")
+        tier.close()
+
+
+def test_is_busy_knows_sqlites_locked_errors() -> None:
+    """is_busy: 'database is locked' from SQLite is busy; a corrupt database or a syntax
+    error is not."""
+    from jitguard._src.store.sqlite import is_busy
+
+    assert is_busy(sqlite3.OperationalError("database is locked"))
+    with closing(sqlite3.connect(":memory:")) as db:
+        with pytest.raises(sqlite3.OperationalError) as syntax:
+            db.execute("SELEC 1")
+    assert not is_busy(syntax.value)
+    assert not is_busy(sqlite3.DatabaseError("file is not a database"))

@@ -18,7 +18,12 @@ May import: errors, store.* (the standard library otherwise).
 # implicit store is never left to the garbage collector (Python 3.13 warns of that).
 # Every sqlite3 or OS error surfaces as ``TierError`` (the store turns it into a warning).
 # The tier never makes its directory (the store does, [Note: Opening a store]), and never
-# opens a database path that is a symbolic link.
+# opens a database path that is a symbolic link. Opening a database sets it up (WAL mode,
+# the schema); on a new file that reads and then writes, and SQLite answers a read that
+# must become a write while another connection writes with SQLITE_BUSY at once, without
+# waiting its busy timeout (waiting could deadlock). So the set-up runs again on a fresh
+# connection, with backoff, for up to the same 10 s: processes that open one new database
+# together (a corrupt one just moved aside, a first run) all get it.
 #
 # [Note: A corrupt database]
 # A database SQLite reports as corrupt or not a database (SQLITE_CORRUPT, SQLITE_NOTADB:
@@ -58,7 +63,7 @@ try:
 except ImportError:  # Windows: no lock file (moving a corrupt database aside is unguarded)
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["DB_NAME", "Row", "SqliteTier", "TierError", "is_corrupt", "notify"]
+__all__ = ["DB_NAME", "Row", "SqliteTier", "TierError", "is_busy", "is_corrupt", "notify"]
 
 _T = TypeVar("_T")
 _log = logging.getLogger("jitguard.store")
@@ -96,6 +101,9 @@ def notify(message: str) -> None:
     warnings.warn(message, StoreWarning, stacklevel=2)
 
 
+_BUSY_SECONDS = 10.0  # SQLite's busy timeout, and how long opening retries a busy set-up
+_BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED (primary result codes)
+_BUSY_TEXTS = ("database is locked", "database table is locked")
 _CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
 _CORRUPT_TEXTS = ("database disk image is malformed", "file is not a database")
 
@@ -106,6 +114,41 @@ def is_corrupt(error: BaseException) -> bool:
     if isinstance(code, int) and code & 0xFF in _CORRUPT_CODES:
         return True
     return any(text in str(error) for text in _CORRUPT_TEXTS)
+
+
+def is_busy(error: BaseException) -> bool:
+    """Whether SQLite says the database (or a table of it) is locked by another connection."""
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if isinstance(code, int):
+        return code & 0xFF in _BUSY_CODES
+    return any(text in str(error) for text in _BUSY_TEXTS)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """A connection to ``path``, set up ([Note: The local tier]): a set-up SQLite answers
+    busy at once is tried again on a new connection, with backoff, for up to 10 s."""
+    deadline = time.monotonic() + _BUSY_SECONDS
+    pause = 0.002
+    while True:
+        conn = sqlite3.connect(
+            str(path), timeout=_BUSY_SECONDS, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout={int(_BUSY_SECONDS * 1000)}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            return conn
+        except sqlite3.OperationalError as e:
+            conn.close()
+            left = deadline - time.monotonic()
+            if not is_busy(e) or left <= 0:
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        time.sleep(min(pause, left))
+        pause = min(2 * pause, 0.1)
 
 
 def _ident(path: Path) -> Optional[tuple[int, int]]:
@@ -238,17 +281,7 @@ class SqliteTier:
             raise TierError(f"refusing {self.path}: it is a symbolic link (a link can point "
                             f"the store's writes at any file; remove it)")
         self._met = _ident(self.path)  # what this connection reads, before connecting
-        conn = sqlite3.connect(
-            str(self.path), timeout=10.0, isolation_level=None, check_same_thread=False
-        )
-        try:
-            conn.execute("PRAGMA busy_timeout=10000")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
-        except BaseException:
-            conn.close()
-            raise
+        conn = _connect(self.path)
         self._conn, self._pid, self._ident = conn, pid, _ident(self.path)
         self._met = self._ident
         self._finalizer = weakref.finalize(self, _close_in, pid, conn)
