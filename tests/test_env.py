@@ -203,6 +203,34 @@ def test_store_under_a_missing_parent_makes_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_bad_logs_setting_is_an_environment_variable_warning(tmp_path: Path) -> None:
+    """JITGUARD_LOGS=bogus: import works, one EnvironmentVariableWarning naming the
+    variable and what it takes, and no logs."""
+    out = _run("import jitguard\nprint('ok')\n", tmp_path, JITGUARD_LOGS="bogus")
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    assert out.stderr.count("EnvironmentVariableWarning") == 1, out.stderr
+    assert "JITGUARD_LOGS='bogus' is not a log setting" in out.stderr
+
+
+@pytest.mark.parametrize("variables", [{"JITGUARD_LOGS": "bogus"},
+                                       {"JITGUARD_PURE_PYTHON": "maybe"},
+                                       {"JITGUARD_STORE": "1", "JITGUARD_CACHE_MAX_BYTES": "abc"}])
+def test_a_bad_variable_is_reported_at_the_users_line(tmp_path: Path,
+                                                      variables: dict[str, str]) -> None:
+    """The warning points at the user's script (the import, or the call that read the
+    variable), not into jitguard or the import machinery."""
+    script = tmp_path / "user_script.py"
+    script.write_text("import jitguard as jg\nf = jg.specialize(lambda n: n + 1)\nf(1)\n")
+    full = {k: v for k, v in os.environ.items() if not k.startswith("JITGUARD_")}
+    full.update(PYTHONPATH=str(ROOT / "src"), JITGUARD_CACHE_DIR=str(tmp_path / "c"),
+                **variables)
+    out = subprocess.run([sys.executable, "-W", "always", str(script)], capture_output=True,
+                         text=True, env=full, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (line,) = [ln for ln in out.stderr.splitlines() if "EnvironmentVariableWarning" in ln]
+    assert line.startswith(f"{script}:"), out.stderr
+
+
 def test_explicit_store_under_a_missing_parent_warns(tmp_path: Path) -> None:
     """specialize(store=<dir>/a/b) with no <dir>/a: a StoreWarning, no folder made."""
     with pytest.warns(jitguard.StoreWarning, match="does not exist"):

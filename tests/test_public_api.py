@@ -131,6 +131,8 @@ def test_module_all_names_exist(modname: str) -> None:
     [
         (jitguard.InvalidCompileIdError, ValueError),
         (jitguard.SourceError, ValueError),
+        (jitguard.SourceTypeError, TypeError),
+        (jitguard.SourceTypeError, ValueError),
         (jitguard.UnreadableSourceError, LookupError),
         (jitguard.GuardKindError, TypeError),
         (jitguard.GuardCompileError, ValueError),

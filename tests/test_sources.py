@@ -51,6 +51,7 @@ from jitguard import (
     compile_guards,
 )
 from jitguard._src.guards import source_dataclass
+from jitguard._src.more_sources import ClosureCellSource
 from jitguard._src.sources import Chained, is_plain_identifier
 
 L, G = LocalSource, GlobalSource
@@ -461,6 +462,33 @@ def test_bad_construction_raises_source_error(build: Any) -> None:
     with pytest.raises(SourceError) as info:
         build()
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("build", "says"),
+    [
+        (lambda: LocalSource(3), r"LocalSource needs a str name, got 3"),
+        (lambda: GlobalSource(None), r"GlobalSource needs a str name, got None"),
+        (lambda: AttrSource("x", "a"), r"AttrSource needs a Source as base, got 'x'"),
+        (lambda: GetItemSource(None, 0), r"GetItemSource needs a Source as base, got None"),
+        (lambda: AttrSource(X, 3), r"AttrSource member must be a str, got 3"),
+        (lambda: ConstDictKeySource(X, "k"), r"ConstDictKeySource index must be an int"),
+        (lambda: TensorPropertySource(X, "size", 0), r"prop must be a TensorProperty"),
+        (lambda: TensorPropertySource(X, TensorProperty.SIZE, "0"), r"needs an int index"),
+        (lambda: GetItemSource(X, slice("a", None)), r"slice bounds must be ints or None"),
+        (lambda: DefaultsSource(X, "k"), r"idx_key must be a int \(position\), got 'k'"),
+        (lambda: DefaultsSource(X, 0, is_kw=True), r"must be a str \(keyword default name\)"),
+        (lambda: ClosureCellSource(X, 3, 0), r"ClosureCellSource needs a variable name"),
+    ],
+)
+def test_an_argument_of_the_wrong_type_is_a_type_error(build: Any, says: str) -> None:
+    """A source given an argument of the wrong type raises at the call a SourceTypeError,
+    which is a TypeError (and a SourceError), naming what was expected and what came."""
+    from jitguard.errors import SourceTypeError
+
+    with pytest.raises(TypeError, match=says) as info:
+        build()
+    assert isinstance(info.value, SourceTypeError) and isinstance(info.value, SourceError)
 
 
 def test_dotted_member_error_says_how_to_chain() -> None:

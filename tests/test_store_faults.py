@@ -132,7 +132,8 @@ BAD_SHAPES = {
         _shape(lambda d: _source(d)["fields"].update(local_name="zz")), "GuardCompileError"),
     "dotted attribute member": (_shape(_dotted), "SourceError"),
     "local name not a str": (
-        _shape(lambda d: _source(d)["fields"].update(local_name=5)), "SourceError"),
+        _shape(lambda d: _source(d)["fields"].update(local_name=5)),
+        "cannot rebuild LocalSource: LocalSource needs a str name, got 5"),
     "fields a list": (_shape(lambda d: _source(d).update(fields=[1])), "AttributeError"),
     "class not a str": (
         _shape(lambda d: _guard(d).update(expect={"$": "object", "class": 5})),

@@ -25,6 +25,7 @@ from ._src.errors import RecompileLimitError as RecompileLimitError
 from ._src.errors import RecompileLimitWarning as RecompileLimitWarning
 from ._src.errors import RestartCompile as RestartCompile
 from ._src.errors import SourceError as SourceError
+from ._src.errors import SourceTypeError as SourceTypeError
 from ._src.errors import StoreError as StoreError
 from ._src.errors import StoreWarning as StoreWarning
 from ._src.errors import UnreadableSourceError as UnreadableSourceError
@@ -47,6 +48,7 @@ __all__ = [
     "RecompileLimitWarning",
     "RestartCompile",
     "SourceError",
+    "SourceTypeError",
     "StoreError",
     "StoreWarning",
     "UnreadableSourceError",

@@ -24,7 +24,9 @@ import dataclasses
 import math
 import os
 import re
+import sys
 import threading
+import types
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +40,7 @@ __all__ = [
     "directory",
     "flag",
     "raw",
+    "refuse",
     "seconds",
     "size",
     "store",
@@ -116,7 +119,7 @@ def raw(name: str, get: Optional[Callable[[str], Optional[str]]] = None) -> Opti
     return value.strip()
 
 
-def _refuse(name: str, value: str, why: str, default: str) -> None:
+def refuse(name: str, value: str, why: str, default: str) -> None:
     """One warning per variable and value: what it takes, and the default kept."""
     with _lock:
         if (name, value) in _warned:
@@ -125,8 +128,24 @@ def _refuse(name: str, value: str, why: str, default: str) -> None:
     warnings.warn(
         f"jitguard: {name}={value!r} {why}; using the default ({default}). See "
         f"docs/environment.md for what each JITGUARD_* variable takes.",
-        EnvironmentVariableWarning, stacklevel=3,
+        EnvironmentVariableWarning, stacklevel=_user_stacklevel(),
     )
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` (for a ``warnings.warn`` in the caller) of the first frame outside
+    jitguard and the import machinery: the user's line that read the variable, imported
+    jitguard or called it."""
+    level = 2
+    frame: Optional[types.FrameType] = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            frame = frame.f_back  # warnings skips these frames itself: not counted
+        elif str(frame.f_globals.get("__name__", "")).startswith("jitguard"):
+            frame, level = frame.f_back, level + 1
+        else:
+            break
+    return level
 
 
 def flag(name: str, default: bool = False) -> bool:
@@ -138,7 +157,7 @@ def flag(name: str, default: bool = False) -> bool:
         return True
     if value.lower() in _FALSE:
         return False
-    _refuse(name, value, "is not a switch (1/0, true/false, yes/no, on/off)",
+    refuse(name, value, "is not a switch (1/0, true/false, yes/no, on/off)",
             "on" if default else "off")
     return default
 
@@ -155,7 +174,7 @@ def size(name: str, default: int) -> int:
         number = float(match.group(1)) * _SIZE_UNITS[unit]
         if number >= 1 and math.isfinite(number):
             return int(number)
-    _refuse(name, value, "is not a size of at least one byte (a whole number of bytes, or "
+    refuse(name, value, "is not a size of at least one byte (a whole number of bytes, or "
             "with a unit: 512KB, 64MB, 1GiB)", f"{default} bytes")
     return default
 
@@ -170,7 +189,7 @@ def seconds(name: str, default: float) -> float:
         number = float(match.group(1)) * _SECOND_UNITS[(match.group(2) or "").lower()]
         if number > 0 and math.isfinite(number):
             return number
-    _refuse(name, value, "is not a duration above zero (seconds, or with a unit: 500ms, "
+    refuse(name, value, "is not a duration above zero (seconds, or with a unit: 500ms, "
             "30s, 5m, 2h, 7d)", f"{default:g} s")
     return default
 
@@ -181,7 +200,7 @@ def text(name: str, *, min_bytes: int = 0, default: Optional[str] = None) -> Opt
     if value is None:
         return default
     if len(value.encode("utf-8")) < min_bytes:
-        _refuse(name, "<hidden>" if "KEY" in name else value,
+        refuse(name, "<hidden>" if "KEY" in name else value,
                 f"is shorter than {min_bytes} bytes", _KNOWN[name].default)
         return default
     return value
@@ -194,7 +213,7 @@ def url(name: str) -> Optional[str]:
         return None
     if value.lower().startswith(_URL_SCHEMES):
         return value
-    _refuse(name, value, "is not a Redis URL (redis://host:port/db, rediss://..., "
+    refuse(name, value, "is not a Redis URL (redis://host:port/db, rediss://..., "
             "unix:///path)", _KNOWN[name].default)
     return None
 
@@ -224,7 +243,7 @@ def directory(name: str) -> Optional[Path]:
         return None
     why = usable_directory(Path(value))
     if why is not None:
-        _refuse(name, value, why, _KNOWN[name].default)
+        refuse(name, value, why, _KNOWN[name].default)
         return None
     return Path(value).expanduser()
 
@@ -241,11 +260,11 @@ def store(name: str = "JITGUARD_STORE",
     if value.lower() in _FALSE:
         return False
     if not _looks_like_path(value):
-        _refuse(name, value, "is neither a switch (1/0, true/false, yes/no, on/off) nor a "
+        refuse(name, value, "is neither a switch (1/0, true/false, yes/no, on/off) nor a "
                 "path (absolute, or starting with ./ ../ ~)", "off, no store")
         return False
     why = usable_directory(Path(value))
     if why is not None:
-        _refuse(name, value, why, "off, no store")
+        refuse(name, value, why, "off, no store")
         return False
     return Path(value).expanduser()

@@ -26,6 +26,7 @@ __all__ = [
     "RecompileLimitWarning",
     "RestartCompile",
     "SourceError",
+    "SourceTypeError",
     "StoreError",
     "StoreWarning",
     "UnreadableSourceError",
@@ -43,6 +44,11 @@ class InvalidCompileIdError(JitGuardError, ValueError):
 class SourceError(JitGuardError, ValueError):
     """A source was built from arguments that cannot name a value (a dotted attribute,
     a key with no literal form, a base that allows no sub-guards)."""
+
+
+class SourceTypeError(SourceError, TypeError):
+    """A source was given an argument of the wrong type (a name that is not a str, a base
+    that is not a Source): a ``TypeError`` too, as a builtin constructor would raise."""
 
 
 class UnreadableSourceError(JitGuardError, LookupError):

@@ -26,7 +26,6 @@ import re
 import sys
 import threading
 import time
-import warnings
 from typing import Optional, Union
 
 from . import env
@@ -206,8 +205,9 @@ def _from_environment() -> None:
     try:
         wanted = parse_logs(text)
     except ValueError as e:
-        # A typo in an environment variable must not make ``import jitguard`` fail.
-        warnings.warn(str(e), stacklevel=2)
+        # A typo in an environment variable must not make ``import jitguard`` fail: one
+        # EnvironmentVariableWarning, as for every JITGUARD_* variable.
+        env.refuse(ENV_VAR, text, f"is not a log setting ({e})", "no logs")
         return
     _apply(wanted)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import SourceError
+from .errors import SourceError, SourceTypeError
 from .guards import source_dataclass
 from .sources import Binder, Chained, ConstDictKeySource, has_literal_form
 
@@ -116,7 +116,7 @@ class ListGetItemSource(Chained):
     def __post_init__(self) -> None:
         super().__post_init__()
         if type(self.index) is not int:
-            raise SourceError(f"ListGetItemSource index must be an int, got {self.index!r}")
+            raise SourceTypeError(f"ListGetItemSource index must be an int, got {self.index!r}")
 
     def render(self, base: str, bind: Binder) -> str:
         return f"list.__getitem__({base}, {bind(self.index, 'index')})"
@@ -138,7 +138,7 @@ class GenericAttrSource(Chained):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.member, str):
-            raise SourceError(f"GenericAttrSource member must be a str, got {self.member!r}")
+            raise SourceTypeError(f"GenericAttrSource member must be a str, got {self.member!r}")
 
     def render(self, base: str, bind: Binder) -> str:
         return f"object.__getattribute__({base}, {bind(self.member, 'attr')})"
@@ -190,11 +190,13 @@ class ClosureCellSource(Chained):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not isinstance(self.var, str) or type(self.index) is not int or self.index < 0:
-            raise SourceError(
-                f"ClosureCellSource needs a variable name and a cell index, got "
-                f"{self.var!r}, {self.index!r}"
+        if not isinstance(self.var, str) or type(self.index) is not int:
+            raise SourceTypeError(
+                f"ClosureCellSource needs a variable name (a str) and a cell index (an int), "
+                f"got {self.var!r}, {self.index!r}"
             )
+        if self.index < 0:
+            raise SourceError(f"ClosureCellSource cell index must be >= 0, got {self.index!r}")
 
     def render(self, base: str, bind: Binder) -> str:
         return f"L[{bind(self.var, 'var')}]"  # the name the function's frame gives it

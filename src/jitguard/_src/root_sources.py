@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Optional
 
-from .errors import SourceError, UnreadableSourceError
+from .errors import SourceTypeError, UnreadableSourceError
 from .guards import FrameSlot, GuardSource, Source, source_dataclass
 
 __all__ = [
@@ -38,7 +38,7 @@ class LocalSource(Source):
 
     def __post_init__(self) -> None:
         if not isinstance(self.local_name, str):
-            raise SourceError(f"LocalSource needs a str name, got {self.local_name!r}")
+            raise SourceTypeError(f"LocalSource needs a str name, got {self.local_name!r}")
 
     def __eq__(self, other: object) -> bool:
         return type(other) is LocalSource and other.local_name == self.local_name
@@ -64,7 +64,7 @@ class GlobalSource(Source):
 
     def __post_init__(self) -> None:
         if not isinstance(self.global_name, str):
-            raise SourceError(f"GlobalSource needs a str name, got {self.global_name!r}")
+            raise SourceTypeError(f"GlobalSource needs a str name, got {self.global_name!r}")
 
     def name(self) -> str:
         return f"G[{self.global_name!r}]"

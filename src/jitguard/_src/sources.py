@@ -57,7 +57,7 @@ import math
 from typing import Any, ClassVar, Optional, Union
 
 from ._util import constant_repr, is_scalar_type
-from .errors import SourceError
+from .errors import SourceError, SourceTypeError
 from .guards import Binder, ChainedSource, FrameSlot, GuardSource, Source, source_dataclass
 from .root_sources import (
     BackwardStateSource,
@@ -159,7 +159,7 @@ class Chained(ChainedSource):
 
     def __post_init__(self) -> None:
         if not isinstance(self.base, Source):
-            raise SourceError(f"{type(self).__name__} needs a Source as base, got {self.base!r}")
+            raise SourceTypeError(f"{type(self).__name__} needs a Source as base, got {self.base!r}")
         if not self.base.subguards_allowed():
             raise SourceError(
                 f"{type(self).__name__} on {self.base.name()}: its base allows no sub-guards "
@@ -192,7 +192,7 @@ class AttrSource(Chained):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.member, str):
-            raise SourceError(f"AttrSource member must be a str, got {self.member!r}")
+            raise SourceTypeError(f"AttrSource member must be a str, got {self.member!r}")
         if "." in self.member:
             raise SourceError(
                 f"AttrSource member {self.member!r} is dotted; chain one AttrSource per "
@@ -273,7 +273,7 @@ class GetItemSource(Chained):
                     f"a slice index must be (start, stop, step), got {constant_repr(self.index)}")
             for part in self.index:
                 if part is not None and type(part) is not int:
-                    raise SourceError(
+                    raise SourceTypeError(
                         f"slice bounds must be ints or None, got {constant_repr(self.index)}")
         else:
             _check_literal_key(self.index, "GetItemSource index")
@@ -297,7 +297,7 @@ class ConstDictKeySource(Chained):
     def __post_init__(self) -> None:
         super().__post_init__()
         if type(self.index) is not int:
-            raise SourceError(f"ConstDictKeySource index must be an int, got {self.index!r}")
+            raise SourceTypeError(f"ConstDictKeySource index must be an int, got {self.index!r}")
 
     def is_dict_key(self) -> bool:
         return True
@@ -332,7 +332,7 @@ class DefaultsSource(Chained):
         super().__post_init__()
         want = str if self.is_kw else int
         if type(self.idx_key) is not want:
-            raise SourceError(
+            raise SourceTypeError(
                 f"DefaultsSource idx_key must be a {want.__name__} "
                 f"{'(keyword default name)' if self.is_kw else '(position)'}, got {self.idx_key!r}"
             )
@@ -404,12 +404,12 @@ class TensorPropertySource(Chained):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.prop, TensorProperty):
-            raise SourceError(f"prop must be a TensorProperty, got {self.prop!r}")
+            raise SourceTypeError(f"prop must be a TensorProperty, got {self.prop!r}")
         if self.prop is TensorProperty.STORAGE_OFFSET:
             if self.idx is not None:
                 raise SourceError("storage_offset takes no index")
         elif type(self.idx) is not int:
-            raise SourceError(f"{self.prop.method_name()}() needs an int index, got {self.idx!r}")
+            raise SourceTypeError(f"{self.prop.method_name()}() needs an int index, got {self.idx!r}")
 
     def access(self, base_value: Any) -> Any:
         method = self.prop.method_name()
