@@ -170,15 +170,24 @@ def test_an_object_dying_while_its_check_is_generated(monkeypatch: pytest.Monkey
 
 def _race(work: Any, background: Any, done: threading.Event) -> None:
     """Run ``work(1)``, ``work(2)``, ``work(3)`` in threads with ``background`` in another
-    until they end (then ``done`` is set), switching threads as often as CPython allows."""
+    until they end (then ``done`` is set), switching threads as often as CPython allows;
+    the first exception any of them raised is raised here."""
     import sys
+
+    raised: list[BaseException] = []
+
+    def running(target: Any, *args: Any) -> None:
+        try:
+            target(*args)
+        except BaseException as e:
+            raised.append(e)
 
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        other = threading.Thread(target=background)
+        other = threading.Thread(target=running, args=(background,))
         other.start()
-        workers = [threading.Thread(target=work, args=(s,)) for s in (1, 2, 3)]
+        workers = [threading.Thread(target=running, args=(work, s)) for s in (1, 2, 3)]
         for t in workers:
             t.start()
         for t in workers:
@@ -187,3 +196,5 @@ def _race(work: Any, background: Any, done: threading.Event) -> None:
         done.set()
         other.join()
         sys.setswitchinterval(old)
+    if raised:
+        raise raised[0]

@@ -642,9 +642,10 @@ CACHE_CLASSES = {"FunctionCache", "CacheInspection"}
 
 
 def _cache_private_names() -> set[str]:
-    """The private attributes and methods of the cache classes (set on ``self`` or defined)."""
+    """The private attributes and methods of the cache classes and the miss path (set on
+    ``self`` or defined)."""
     names: set[str] = set()
-    for stem in ("specialize", "inspection"):
+    for stem in ("specialize", "inspection", "miss"):
         tree = ast.parse((SRC_DIR / "cache" / f"{stem}.py").read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
@@ -676,15 +677,119 @@ def cache_misuse(source: str, private: set[str]) -> list[str]:
 @pytest.mark.parametrize("path", _torch_modules(), ids=lambda p: p.stem)
 def test_torch_composes_the_cache(path: Path) -> None:
     """No torch class subclasses FunctionCache (a frontend is a Scope, [Note: Scopes]), and
-    no torch module reads a cache's private attributes (``cache._job``, ``shared._table``)."""
+    no torch module reads a cache's private attributes (``cache._misses``, ``shared._table``)."""
     assert cache_misuse(path.read_text(), _cache_private_names()) == []
 
 
 def test_cache_misuse_check_sees_both() -> None:
     """A subclass of the cache and a read of its private state are both found."""
     source = ("class C(FunctionCache):\n    pass\n"
-              "def f(cache):\n    cache._job.where = 'x'\n    return self._own\n")
+              "def f(cache):\n    cache._misses.job.where = 'x'\n    return self._own\n")
     private = _cache_private_names()
-    assert {"_job", "_table", "_compiles"} <= private
+    assert {"_misses", "_table", "_counters", "_warned", "_auto"} <= private
     assert cache_misuse(source, private) == ["line 1: class C(FunctionCache)",
-                                             "line 4: cache._job"]
+                                             "line 4: cache._misses"]
+
+
+def _private_reads_of(tree: ast.AST, names: set[str]) -> list[str]:
+    """``x._attr`` reads where ``x`` is a plain name in ``names`` or ``self._cache``."""
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            continue
+        base = node.value
+        if isinstance(base, ast.Name) and base.id in names:
+            out.append(f"{base.id}.{node.attr} (line {node.lineno})")
+        elif (isinstance(base, ast.Attribute) and base.attr == "_cache"
+              and isinstance(base.value, ast.Name) and base.value.id == "self"):
+            out.append(f"self._cache.{node.attr} (line {node.lineno})")
+    return out
+
+
+def test_the_miss_path_reads_no_private_state_of_the_cache() -> None:
+    """cache/miss.py's MissPath owns the miss path's state: it reads no private attribute
+    of the FunctionCache it serves (``cache._x``, ``self._cache._x``), nor do the store's
+    and the advisor's miss-side helpers."""
+    for rel in ("cache/miss.py", "cache/persist.py", "cache/advice.py"):
+        tree = ast.parse((SRC_DIR / rel).read_text())
+        assert _private_reads_of(tree, {"cache"}) == [], rel
+
+
+def test_the_private_read_finder_sees_a_read() -> None:
+    """The finder of the test above reports both forms of a private read."""
+    tree = ast.parse("cache._job\nself._cache._history\nself._cache.where\ncache.__dict__\n")
+    assert _private_reads_of(tree, {"cache"}) == ["cache._job (line 1)",
+                                                   "self._cache._history (line 2)"]
+
+
+# ---- no module-level import cycle ----------------------------------------------------------
+
+
+def _module_level_edges(files: dict[str, Path]) -> dict[str, set[str]]:
+    """For each module, the modules of ``files`` it imports at module level (not inside a
+    function: those imports run late and make no cycle at import time)."""
+    edges: dict[str, set[str]] = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text())
+        top = ast.Module(body=[n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))],
+                         type_ignores=[])
+        imports = collect_imports(ast.unparse(top), name, is_package=path.name == "__init__.py")
+        edges[name] = {i.module for i in imports if i.module in files and i.module != name}
+    return edges
+
+
+def _a_cycle(edges: dict[str, set[str]]) -> Optional[list[str]]:
+    """One import cycle among ``edges`` (its modules, the first repeated last), or None."""
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(u: str) -> Optional[list[str]]:
+        state[u] = 1
+        path.append(u)
+        for v in sorted(edges.get(u, ())):
+            if state.get(v) == 1:
+                return [*path[path.index(v):], v]
+            if v not in state:
+                found = visit(v)
+                if found:
+                    return found
+        path.pop()
+        state[u] = 2
+        return None
+
+    for u in sorted(edges):
+        if u not in state:
+            found = visit(u)
+            if found:
+                return found
+    return None
+
+
+def test_no_module_level_import_cycle_in_src() -> None:
+    """No chain of module-level imports among ``jitguard._src``'s modules leads back to
+    where it started."""
+    files = {}
+    for path in SRC_DIR.rglob("*.py"):
+        parts = path.relative_to(PKG_DIR.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        files[name] = path
+    cycle = _a_cycle(_module_level_edges(files))
+    assert cycle is None, " -> ".join(cycle or ())
+
+
+def test_cycle_finder_sees_a_cycle() -> None:
+    """The finder reports a three-module cycle, and none once one link is gone."""
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}}
+    assert _a_cycle(edges) == ["a", "b", "c", "a"]
+    edges["c"] = set()
+    assert _a_cycle(edges) is None
+
+
+def test_edges_are_module_level_imports_only(tmp_path: Path) -> None:
+    """An import at module level is an edge; one inside a function is not."""
+    fake = tmp_path / "fake.py"
+    fake.write_text("import jitguard._src.env\n\n\ndef late():\n    import jitguard._src.logs\n")
+    files = {"jitguard._src.fake": fake, "jitguard._src.env": SRC_DIR / "env.py",
+             "jitguard._src.logs": SRC_DIR / "logs.py"}
+    assert _module_level_edges(files)["jitguard._src.fake"] == {"jitguard._src.env"}

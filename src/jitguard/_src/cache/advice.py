@@ -3,8 +3,10 @@ Read from the recompile records the cache keeps and the guards of its entries, n
 the text of a reason. The rules themselves are in cache.advice_rules (and, for torch, in
 the torch integration, registered with ``register_advice_rule``).
 
-May import: _util, config, structured, compiler.kinds, compiler.values, cache.reasons,
-cache.advice_rules (imported last, as its rules register themselves).
+May import: _util, config, structured, compiler.kinds, compiler.values, cache.reasons.
+The built-in rules (cache.advice_rules) register themselves when imported: the modules
+that ask for advice (cache.inspection, cache.miss) import them, so that this module and
+its rules import no cycle.
 
 # [Note: Recompile advice]
 # A recompile record ([Note: Recompile reasons]) is *caused* by the sources whose guards
@@ -422,13 +424,14 @@ def _one_line(advice: Advice) -> str:
     return advice.message + (f" Fix: {fix}" if fix else "")
 
 
-def announce(cache: Any, compile_id: Any) -> None:
+def announce(cache: Any, compile_id: Any, given: set[tuple[str, str, bool]]) -> None:
     """After a recompile record was kept (``compile_id``: the entry it made, None when it
     was refused): log each advice that fires for the first time, one line each, on
     ``jitguard.recompiles`` at INFO, and trace it as a ``jitguard_advice`` artifact; only
     while someone listens. A refusal at the limit logs no line of its own: the limit's
-    message, logged there too, ends with the advice. Never raises: advice must not break a
-    call."""
+    message, logged there too, ends with the advice. ``given``: the (source, rule, at the
+    limit) already logged, the miss path's (``MissPath.advised``), updated here. Never raises:
+    advice must not break a call."""
     tracing = structured.active()
     if not (tracing or log.isEnabledFor(logging.INFO)):
         return
@@ -437,7 +440,6 @@ def announce(cache: Any, compile_id: Any) -> None:
     except Exception as e:
         log.info("%s: no advice: the advisor raised %s: %s", cache.where, type(e).__name__, e)
         return
-    given: set[tuple[str, str, bool]] = cache._advised
     new = [a for a in found if (a.source, a.rule, a.evidence.limit is not None) not in given]
     if not new:
         return
@@ -473,5 +475,3 @@ def limit_advice(cache: Any) -> Callable[[RecompileRecord], list[str]]:
 
     return lines
 
-
-from . import advice_rules  # noqa: E402, F401  (registers the built-in rules)

@@ -5,24 +5,29 @@ changes the cache (``lookup`` and ``clear``, which touch the call path, stay in
 cache.specialize).
 
 May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` module except
-cache.specialize, cache.miss, cache.decorators and cache.explain.
+cache.specialize, cache.miss, cache.decorators and cache.explain; cache.miss for types only
+(its ``MissPath``).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..dispatch.entry import CacheEntry
 from ..dispatch.snapshot import Snapshot
 from ..dispatch.table import EntryTable
 from ..guards import Source
 from ..ids import CompileId
+from . import advice_rules  # noqa: F401  (the built-in rules register on import)
 from .advice import Advice, advise
-from .observe import CompileInfo, CompileLog
+from .observe import CompileInfo
 from .persist import Persistence, StoreEvent
-from .reasons import RecompileHistory, RecompileRecord
+from .reasons import RecompileRecord
 from .scope import Scope
 from .stats import CacheStats, Counters
+
+if TYPE_CHECKING:
+    from .miss import MissPath
 
 __all__ = ["CacheInspection"]
 
@@ -39,15 +44,10 @@ class CacheInspection:
         ``frontend``, [Note: Scopes])."""
         return self.scope.frontend
     _table: EntryTable
-    _history: RecompileHistory
-    _compile_log: CompileLog
     _counters: Counters
-    _compiles: int
     scope: Scope
-    _dynamic: frozenset[Source]
-    _auto: frozenset[Source]
-    _static: frozenset[Source]
     _persist: Optional[Persistence]
+    _misses: MissPath  # the miss path's state: counts, records, dynamic and static sources
 
     def entries(self) -> tuple[CacheEntry, ...]:
         """The live entries, in dispatch order (most specific first, then oldest). Takes no
@@ -62,17 +62,17 @@ class CacheInspection:
     def recompiles(self) -> tuple[RecompileRecord, ...]:
         """The last ``history`` recompiles (and refused recompiles at the limit), oldest
         first ([Note: Recompile reasons])."""
-        return self._history.records()
+        return self._misses.history.records()
 
     @property
     def recompile_counts(self) -> dict[str, int]:
         """Every recompile record ever made (kept or not), by outcome: "compiled", "limit"
         (refused at the recompile limit), "forbidden"."""
-        return dict(self._history.counts)
+        return dict(self._misses.history.counts)
 
     def reasons(self) -> list[str]:
         """Every reason line of the recompiles kept, oldest first."""
-        return [line for record in self._history.records() for line in record.reasons()]
+        return [line for record in self._misses.history.records() for line in record.reasons()]
 
     def advice(self, *, threshold: Optional[int] = None) -> list[Advice]:
         """What to change so that this function stops recompiling: one ``Advice`` per source
@@ -84,25 +84,25 @@ class CacheInspection:
     def compile_infos(self) -> tuple[CompileInfo, ...]:
         """The last ``history`` compiles, oldest first: id, outcome, compile time, guard
         count, the check's cost ([Note: Compile events])."""
-        return self._compile_log.recent()
+        return self._misses.compile_log.recent()
 
     def compile_info(self, entry: CacheEntry) -> Optional[CompileInfo]:
         """The compile that made ``entry`` (None for an entry of another function)."""
-        return self._compile_log.info_of(entry)
+        return self._misses.compile_log.info_of(entry)
 
     def guard_failure_counts(self) -> dict[str, int]:
         """``"<kind> <sources>"`` -> in how many entry rejections of the recompiles kept that
         guard failed."""
-        return dict(self._history.failure_counts())
+        return dict(self._misses.history.failure_counts())
 
     @property
     def dynamic(self) -> frozenset[Source]:
         """The sources guarded as dynamic now (declared, or made so by a recompile)."""
-        return self._dynamic | self._auto
+        return self._misses.dynamic
 
     @property
     def static(self) -> frozenset[Source]:
-        return self._static
+        return self._misses.static
 
     def stats(self) -> CacheStats:
         """The counters now: exact under threads but for the calls in flight while an entry
@@ -117,7 +117,7 @@ class CacheInspection:
             hits=hits + counts["dropped_hits"],
             misses=counts["misses"],
             compiles=compiles,
-            recompiles=max(0, compiles - 1) if self._compiles else 0,
+            recompiles=max(0, compiles - 1) if self._misses.compiles else 0,
             restarts=counts["restarts"],
             failures=counts["failures"],
             fallbacks=counts["fallbacks"],

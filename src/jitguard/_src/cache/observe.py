@@ -35,7 +35,8 @@ cache.reasons.
 # checked in full on every call that reaches it (a 100,000-item list argument makes 100,001
 # checks: seconds to compile, milliseconds per call). The first time one of a function's
 # compiles passes the threshold, a ``LargeGuardSetWarning`` says how many checks there are,
-# what a call costs, and which source made them: starting from the source with the most
+# what a call costs (for a check with a structure snapshot, how many it runs while the
+# structure is unchanged), and which source made them: starting from the source with the most
 # checks at or under it, it descends into a source under it while that one holds at least
 # nine tenths of them, so it names ``L['cfg'].table`` rather than ``L['cfg']``.
 """
@@ -330,14 +331,23 @@ class CompileLog:
             "" if info.check_cost_ns is None
             else f", about {info.check_cost_ns / 1e6:.2f} ms per call"
         )
+        took = f"{info.compile_time_s:.2f} s to compile{cost}"
+        plan = getattr(entry.check, "structure_skip", None)
+        if plan is not None:  # [Note: Skipping structure guards by version tags]
+            runs = (f"While the structure they read is unchanged, a call that reaches this "
+                    f"entry runs only the {len(plan.volatile.leaves):,} the structure snapshot "
+                    f"cannot skip ({took}); a change to that structure makes the next call run "
+                    f"them all. Nothing needs doing unless that cost matters; raise the "
+                    f"threshold to silence this.")
+        else:
+            runs = (f"Every call that reaches this entry runs them all ({took}). Pass such a "
+                    f"value inside an object (guarded by identity), register an argument rule "
+                    f"for its type (jitguard.register_arg_rule), or raise the threshold.")
         warnings.warn(
             LargeGuardSetWarning(
                 f"{self.where}: compile {info.compile_id} made {info.guard_count:,} checks "
                 f"(more than jitguard.config.large_guard_set = {config.large_guard_set:,}); "
-                f"{what}. Every call that reaches this entry runs them all ({info.compile_time_s:.2f} "
-                f"s to compile{cost}). Pass such a value inside an object (guarded by "
-                f"identity), register an argument rule for its type (jitguard.register_arg_rule), "
-                f"or raise the threshold."
+                f"{what}. {runs}"
             ),
             stacklevel=_outside_jitguard_stacklevel(),
         )

@@ -11,7 +11,7 @@ May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` mo
 # candidates with full checks, lock-free, on the current snapshot. Only when no entry
 # accepts the call does it take the function's compile lock, look again (another thread
 # may just have compiled what this call needs: it then waits for that compile and uses
-# it, so a compile happens once), and then (``cache.miss.serve_miss``) decide between
+# it, so a compile happens once), and then (``cache.miss.MissPath.serve``) decide between
 # compiling, falling back and raising ([Note: Recompile limits]), record why the entries
 # closest to the call rejected it ([Note: Recompile reasons]: explained when read), and
 # compile:
@@ -38,7 +38,6 @@ May import: everything in ``jitguard._src`` except ``torch``; every ``cache`` mo
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import threading
 import types
@@ -53,11 +52,10 @@ from ..dispatch.lru import Lru
 from ..dispatch.signature import Signature
 from ..dispatch.table import EntryTable
 from ..guards import Source
-from ..ids import CompileId
 from .inspection import CacheInspection
 from .job import CompileJob, identity_compiler, where_and_frame
-from .miss import in_own_compile, serve_miss
-from .observe import CompileLog, dispatch_log
+from .miss import MissPath, in_own_compile
+from .observe import dispatch_log
 from .persist import Persistence, load_stored, open_persistence
 from .policy import ArgPolicy, root_name
 from .presets import resolve_policy
@@ -72,7 +70,6 @@ __all__ = ["FunctionCache", "identity_compiler"]
 Compiler = Callable[[CompileRequest], Callable[..., Any]]
 _P = ParamSpec("_P")  # the wrapped function's parameters and result (see cache.decorators)
 _R = TypeVar("_R")
-_frame_ids = itertools.count()
 _DEFAULT_LIMIT = 8
 _UNSET: Any = object()
 
@@ -136,15 +133,14 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         self.policy = resolve_policy(policy)
         self.global_state = global_state
         self.max_restarts = max_restarts
-        self._declared_static = self._declared(static, "static")
-        self._static = self._declared_static
-        self._dynamic = self._declared(dynamic, "dynamic")
-        if self._static & self._dynamic:
+        declared_static = self._declared(static, "static")
+        declared_dynamic = self._declared(dynamic, "dynamic")
+        if declared_static & declared_dynamic:
             raise ValueError(
-                f"declared both static and dynamic: {sorted(s.name() for s in self._static & self._dynamic)}"
+                f"declared both static and dynamic: {sorted(s.name() for s in declared_static & declared_dynamic)}"
             )
         self.where, frame = where_and_frame(fn)
-        self._job = CompileJob(
+        job = CompileJob(
             fn=fn, compiler=self.compiler, signature=self.signature, policy=self.policy,
             f_globals=self.scope.globals_of(fn), frame=frame, where=self.where,
             global_state=global_state, max_restarts=max_restarts,
@@ -154,10 +150,8 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         # compile never get here ([Note: The call path]).
         self._lock = threading.RLock()
         self._counters = Counters()
-        self._history = RecompileHistory(history)
-        self._compile_log = CompileLog(fn, self.where, self._job.frame, history)
+        recompiles = RecompileHistory(history)
         self._lru = Lru() if maxsize is not None else None
-        self._reset_state()
         # [Note: A replaced __code__]: a plain Python function's code is watched, and the
         # code of each function it wraps.
         self._watched = self.scope.watch_target(fn)
@@ -174,8 +168,15 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
                                                                  self.where, self._watched)
         if self._persist is not None:
             self._persist.params = self.signature.params
+            # a loaded entry's guards read the globals a compiled one's read (the scope's:
+            # a decorated function's own under jitguard.torch.compile, not the wrapped's)
+            self._persist.f_globals = job.f_globals
         self._table = EntryTable(self.dispatcher, self.signature.params, self._counters,
-                                 lru=self._lru, redirect=self._redirect, history=self._history)
+                                 lru=self._lru, redirect=self._redirect, history=recompiles)
+        # the miss path and the state only it changes ([Note: The call path])
+        self._misses = MissPath(self, job, static=declared_static, dynamic=declared_dynamic,
+                                history=recompiles, table=self._table, counters=self._counters,
+                                target=self._compile_target, persist=self._persist)
         functools.update_wrapper(self.dispatcher.function, fn)
         # The C Dispatch object (when the C hot path is on) shares the generated
         # function's __dict__ and names ([Note: The C hot path]).
@@ -184,7 +185,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         if where is not None:
             # the frontend's name for the function, in what the cache and a compile say (the
             # compile log and the store keep the function's own)
-            self.where = self._job.where = where
+            self.where = self._misses.job.where = where
         track(self)
 
     @property
@@ -205,19 +206,7 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
     @property
     def compiles(self) -> int:
         """The compiles since the last ``clear()`` (or start over)."""
-        return self._compiles
-
-    def _reset_state(self) -> None:
-        # the entries are the table's (EntryTable.reset, by clear())
-        self._frame_id: Optional[int] = getattr(self, "_frame_id", None)
-        self._next_compile = getattr(self, "_next_compile", 0)
-        self._compiles = 0
-        self._auto: frozenset[Source] = frozenset()
-        self._history.clear()
-        self._compile_log.clear()
-        self._warned = False
-        # (source, rule, at the limit) of each advice logged ([Note: Recompile advice])
-        self._advised: set[tuple[str, str, bool]] = set()
+        return self._misses.compiles
 
     def _declared(self, names: Iterable[SourceLike], what: str) -> frozenset[Source]:
         if isinstance(names, str):
@@ -308,21 +297,18 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
                 self._drop_dead()
             entry = table.snapshot.lookup(values)
             if entry is None and self._persist is not None and self._persist.pending:
-                entry = load_stored(self, values)
+                entry = load_stored(self._persist, self._misses, values)
             if entry is not None:
                 entry.slow_hits += 1
                 table.touch(entry)
                 target = entry.artifact
             else:
-                target = serve_miss(self, values)
+                target = self._misses.serve(values)
         return self.signature.forward(target, *values)
 
     def _uncompiled(self, values: tuple[Any, ...]) -> Any:
         """A call made from inside the function's own compile ([Note: The call path])."""
-        self._counters.bump("misses")
-        self._counters.bump("fallbacks")
-        dispatch_log.info("%s: called from inside its own compile: runs uncompiled", self.where)
-        return self.signature.forward(self.fn, *values)
+        return self.signature.forward(self._misses.uncompiled(), *values)
 
     def _compile_target(self) -> Callable[..., Any]:
         """The ``request.fn`` of a compile: for a watched plain function, a copy of it whose
@@ -354,27 +340,6 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
             return None
         return self._table.snapshot.lookup(values)
 
-    def _new_compile_id(self) -> CompileId:
-        """The next compile id of this function (the frame id is taken on first use)."""
-        if self._frame_id is None:  # the scope may number it ([Note: Scopes])
-            frame_id = self.scope.frame_id()
-            self._frame_id = next(_frame_ids) if frame_id is None else frame_id
-        compile_id = CompileId(frame_id=self._frame_id, frame_compile_id=self._next_compile)
-        self._next_compile += 1
-        return compile_id
-
-    def _join(self, compile_id: CompileId, artifact: Callable[..., Any], check: Any,
-              dynamic: frozenset[Source]) -> CacheEntry:
-        """A new entry (compiled or loaded) joins the table and is published."""
-        return self._table.join(compile_id, artifact, check, dynamic)
-
-    def _evict_over(self, maxsize: int) -> None:
-        """Evict least recently used entries until at most ``maxsize`` are live."""
-        for victim in self._table.evict_over(maxsize):
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s: evicted entry %s (least recently used, maxsize=%d)",
-                          self.where, victim.compile_id, maxsize)
-
     def _redirect(self, *args: Any, **kwargs: Any) -> Any:
         """What a dead entry's slots call instead of its artifact: the careful path."""
         return self._miss(*self.signature.bind(*args, **kwargs))
@@ -398,10 +363,9 @@ class FunctionCache(CacheInspection, Generic[_P, _R]):
         """Forget every entry, record, count and automatic-dynamic marking."""
         with self._lock:
             with self._counters.lock:  # stats() sees the counts before or after, not between
-                self._reset_state()
+                self._misses.reset()
                 self._table.reset()
                 self._counters.reset()
-            self._static = self._declared_static
             if self._persist is not None:
                 self._persist.reset()
             self._table.publish([])

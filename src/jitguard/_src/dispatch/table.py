@@ -81,7 +81,8 @@ class EntryTable:
             dynamic=dynamic, seq=next(self._seq), on_invalid=self._invalid,
             redirect=self.redirect, history=self.history,
         )
-        self.entries[entry.seq] = entry
+        with self.counters.lock:  # stats() lists the entries under it
+            self.entries[entry.seq] = entry
         if self.lru is not None:
             self.lru.add(entry)
         snapshot = self.snapshot

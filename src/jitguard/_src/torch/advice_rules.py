@@ -96,15 +96,18 @@ def tensor(churn: Churn, ctx: AdviceContext) -> Optional[Advice]:
             fix = "\n".join(f"torch._dynamo.mark_dynamic({expr}, {d})  # before the call"
                             for d in dims)
             fix += f"\n# or: jitguard.torch.compile({_compiled(ctx)}, dynamic=True)"
-            how = "it is compiled static (dynamic=False or mark_static)"
+            # why it stayed static is not known here: say what can make it so
+            how = ("it stayed static in each entry (dynamic=False, mark_static, or a graph "
+                   "that needs that exact size, such as another model's layer width)")
         else:
             fix = _spec_fix(local_root(src), ctx)
             how = "its sizes are guarded exactly"
         return Advice(
             src,
             f"{src} changed its size in {_dims_text(dims)} (sizes {_list(sizes)}) and {how}, so "
-            f"each size compiled again ({_times(n)}); mark {'that dim' if len(dims) == 1 else 'those dims'} "
-            f"dynamic so that one entry serves every size.",
+            f"each size compiled again ({_times(n)}); unless the graph needs each size, mark "
+            f"{'that dim' if len(dims) == 1 else 'those dims'} dynamic so that one entry "
+            f"serves every size.",
             churn.evidence(sizes), fix, rule="tensor-size",
         )
     for field, what in (("dtype", "dtype"), ("device", "device"),
