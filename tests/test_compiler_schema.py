@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import math
 import os
@@ -424,3 +425,213 @@ def test_unregistered_value_type_is_not_portable() -> None:
         "expects a test_unregistered_value_type_is_not_portable.<locals>.Opaque (no JSON form; "
         "see register_schema_type)"
     )
+
+
+def _deco(fn: Any) -> Any:
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*a: Any) -> Any:
+        return fn(*a)
+
+    return wrapper
+
+
+@_deco
+def _decorated(x: Any) -> Any:
+    return x
+
+
+class _WithClassState:
+    registry: dict[str, int] = {"a": 1}
+
+    @property
+    def size(self) -> int:
+        return 3
+
+
+def test_codes_of_wrappers_nested_functions_and_properties_re_bind_by_name() -> None:
+    """ID_MATCH on the code of a decorated function (through __wrapped__), of the wrapper
+    nested in its decorator, and of a property's getter is portable, and the rebuilt check
+    holds exactly those code objects."""
+    frame = {"inner": _decorated.__wrapped__.__code__, "wrapper": _decorated.__code__,
+             "getter": _WithClassState.size.fget.__code__}
+    check = jg.compile_guards([jg.LocalSource(n).make_guard(GB.ID_MATCH) for n in frame],
+                              f_locals=frame)
+    doc = jg.export_guards(check)
+    _validate(doc)
+    assert all(g["portable"] for g in doc["guards"]), doc["guards"]
+    expects = {json.dumps(g["expect"]) for g in doc["guards"]}
+    assert json.dumps({"$": "object", "code": f"{__name__}:_deco",
+                       "nested": "_deco.<locals>.wrapper"}) in expects
+    rebuilt = jg.compile_guard_records(jg.import_guards(json.dumps(doc)))
+    assert rebuilt(frame)
+    for name in frame:
+        assert not rebuilt({**frame, name: _deco.__code__}), name
+
+
+def test_a_class_attribute_with_no_portable_form_re_binds_through_its_class() -> None:
+    """CLASS_ATTRS_MATCH on a class-level dict and a property is portable ([Note: Class
+    attributes re-bound through their class]); the rebuilt check fails once the class
+    attribute is replaced."""
+    obj = _WithClassState()
+    check = jg.compile_guards([jg.LocalSource("o").make_guard(
+        functools.partial(GB.CLASS_ATTRS_MATCH, attrs=("registry", "size")))],
+        f_locals={"o": obj})
+    doc = jg.export_guards(check)
+    _validate(doc)
+    assert doc["guards"][0]["portable"] is True, doc["guards"][0]
+    rebuilt = jg.compile_guard_records(jg.import_guards(json.dumps(doc)))
+    assert rebuilt({"o": obj})
+    saved = _WithClassState.registry
+    try:
+        _WithClassState.registry = {"a": 1}
+        assert not rebuilt({"o": obj})
+    finally:
+        _WithClassState.registry = saved
+    assert rebuilt({"o": obj})
+
+
+def test_a_local_class_attribute_stays_not_portable() -> None:
+    """A dict class attribute of a class made in a function has no class to re-bind
+    through: the guard stays not portable."""
+    class Local:
+        registry: dict[str, int] = {}
+
+    check = jg.compile_guards([jg.LocalSource("o").make_guard(
+        functools.partial(GB.CLASS_ATTRS_MATCH, attrs=("registry",)))],
+        f_locals={"o": Local()})
+    assert jg.export_guards(check)["guards"][0]["portable"] is False
+
+
+@dataclasses.dataclass
+class _Made:
+    """A dataclass: its ``__init__``'s code is made by exec (``__create_fn__.<locals>``)."""
+
+    a: int = 0
+
+
+def _rebound(frame: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    check = jg.compile_guards([jg.LocalSource(n).make_guard(GB.ID_MATCH) for n in frame],
+                              f_locals=frame)
+    doc = jg.export_guards(check)
+    _validate(doc)
+    return doc, jg.compile_guard_records(jg.import_guards(json.dumps(doc)))
+
+
+def test_codes_of_frozen_modules_re_bind_by_name() -> None:
+    """A code of a frozen stdlib module (``<frozen _collections_abc>``: Mapping.get) is
+    portable, found again in that module, and the rebuilt check holds that very code."""
+    import collections.abc
+
+    code = collections.abc.Mapping.get.__code__
+    if not code.co_filename.startswith("<frozen "):
+        pytest.skip("_collections_abc is not frozen in this Python")
+    doc, rebuilt = _rebound({"c": code})
+    assert doc["guards"][0]["portable"] is True, doc["guards"][0]
+    assert doc["guards"][0]["expect"]["code"] == "_collections_abc:Mapping.get"
+    assert rebuilt({"c": code})
+    assert not rebuilt({"c": collections.abc.Mapping.keys.__code__})
+
+
+def test_codes_made_by_exec_re_bind_as_their_class_member() -> None:
+    """A dataclass's __init__ code (made by exec, named __create_fn__.<locals>.__init__) is
+    portable as its class's member and comes back as the same code object ([Note: Class
+    members made by exec]); under a functools.wraps wrapper too."""
+    from jitguard._src.compiler.schema_homes import decode_code
+
+    code = _Made.__init__.__code__
+    if "<locals>" not in getattr(code, "co_qualname", "<locals>"):
+        pytest.skip("this Python names a dataclass __init__ otherwise")
+    doc, rebuilt = _rebound({"c": code})
+    home = doc["guards"][0]["expect"]
+    assert doc["guards"][0]["portable"] is True, doc["guards"][0]
+    assert home["code"] == f"{__name__}:_Made.__init__"
+    assert decode_code(home, "t") is code
+    assert rebuilt({"c": code}) and not rebuilt({"c": _deco.__code__})
+    inner = _Made.__init__
+    _Made.__init__ = functools.wraps(inner)(lambda self, *a, **k: inner(self, *a, **k))
+    try:
+        assert decode_code(home, "t") is code  # found along the wrapper's __wrapped__
+    finally:
+        _Made.__init__ = inner  # type: ignore[method-assign]
+
+
+def test_a_code_made_by_exec_and_held_by_no_class_is_not_portable() -> None:
+    """A code made by exec that no module-level class holds has no home: not portable."""
+    scope: dict[str, Any] = {}
+    exec("def make():\n    def inner():\n        return 1\n    return inner", scope)
+    code = scope["make"]().__code__
+    check = jg.compile_guards([jg.LocalSource("c").make_guard(GB.ID_MATCH)],
+                              f_locals={"c": code})
+    assert jg.export_guards(check)["guards"][0]["portable"] is False
+
+
+class _Holder:
+    """An object whose instance dict holds a function made in a function that is gone."""
+
+
+def _make_holder() -> _Holder:
+    def inner(x: Any) -> Any:
+        return x
+
+    holder = _Holder()
+    holder.alias = inner  # type: ignore[attr-defined]
+    return holder
+
+
+_HELD = _make_holder()
+del _make_holder  # as os deletes os._createenviron once os.environ is made
+
+
+def test_a_nested_code_held_by_a_module_level_object_re_binds_as_its_member() -> None:
+    """A code whose outer function is gone, held under another name in a module-level
+    object's instance dict (as os.environ.encodekey is os._createenviron's encode), is
+    portable as that member and comes back as the same code object."""
+    from jitguard._src.compiler.schema_homes import decode_code
+
+    code = _HELD.alias.__code__  # type: ignore[attr-defined]
+    check = jg.compile_guards([jg.LocalSource("c").make_guard(GB.ID_MATCH)],
+                              f_locals={"c": code})
+    (guard,) = jg.export_guards(check)["guards"]
+    assert guard["portable"] is True, guard
+    assert guard["expect"]["code"] == f"{__name__}:_HELD.alias"
+    assert decode_code(guard["expect"], "t") is code
+
+
+class _RaisingMeta(type):
+    """A metaclass that raises on the names a scan of a module's classes reads."""
+
+    def __getattribute__(cls, name: str) -> Any:
+        if name in ("__qualname__", "__module__", "__dict__", "__mro__"):
+            raise RuntimeError(f"no {name}")
+        return super().__getattribute__(name)
+
+
+class _RaisingClass(metaclass=_RaisingMeta):
+    pass
+
+
+class _RaisingGetattr:
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"no {name}")
+
+
+_RAISING_OBJECT = _RaisingGetattr()
+
+
+def test_finding_a_code_s_home_survives_module_objects_that_raise() -> None:
+    """A module holding a class whose metaclass raises on __qualname__/__dict__ and an
+    object whose __getattr__ raises: a code's home is still found (nested, and as a
+    module-level object's member), and an orphan code is still refused, not raised."""
+    assert _RaisingClass is not None and _RAISING_OBJECT is not None
+    for code, portable in ((_HELD.alias.__code__, True),  # type: ignore[attr-defined]
+                           (_Made.__init__.__code__, True)):
+        check = jg.compile_guards([jg.LocalSource("c").make_guard(GB.ID_MATCH)],
+                                  f_locals={"c": code})
+        assert jg.export_guards(check)["guards"][0]["portable"] is portable
+    scope: dict[str, Any] = {}
+    exec("def make():\n    def inner():\n        return 1\n    return inner", scope)
+    check = jg.compile_guards([jg.LocalSource("c").make_guard(GB.ID_MATCH)],
+                              f_locals={"c": scope["make"]().__code__})
+    assert jg.export_guards(check)["guards"][0]["portable"] is False

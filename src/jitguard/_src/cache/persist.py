@@ -172,23 +172,22 @@ def open_persistence(fn: Any, compiler: Any, spec: Any, where: str,
     return persistence
 
 
-def load_stored(cache: Any, values: tuple[Any, ...]) -> Optional[CacheEntry]:
-    """Under ``cache``'s lock, on a miss: read its store's tiers in turn until an entry
+def load_stored(persist: Persistence, misses: Any, values: tuple[Any, ...]) -> Optional[CacheEntry]:
+    """Under the cache's lock, on a miss: read ``persist``'s tiers in turn until an entry
     accepts ``values`` ([Note: Persistent entries] 3, 4); each loaded entry joins the cache
-    with a compile id of this process (a ``FunctionCache``: ``_persist``, ``_join``)."""
-    persist: Persistence = cache._persist
+    with a compile id of this process (``misses``, a ``cache.miss.MissPath``:
+    ``new_compile_id``, ``join``, ``evict_over``, ``lookup``)."""
     joined: list[CacheEntry] = []
     while persist.pending:
         loaded = persist.load_next()
         for item in loaded:
-            entry = cache._join(cache._new_compile_id(), item.artifact, item.check,
+            entry = misses.join(misses.new_compile_id(), item.artifact, item.check,
                                 item.dynamic)
             persist.loaded(item, entry)
             joined.append(entry)
         if loaded:
-            if cache.maxsize is not None:
-                cache._evict_over(cache.maxsize)
-            entry = cache.snapshot().lookup(values)
+            misses.evict_over()
+            entry = misses.lookup(values)
             if entry is not None:
                 return entry
     persist.missed(joined, values)

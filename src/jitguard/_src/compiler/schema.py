@@ -311,15 +311,73 @@ def _decode_snapshot(data: Any) -> Any:
     return GlobalStateSnapshot(values, tuple(checks), rest)
 
 
+# [Note: Class attributes re-bound through their class]
+# CLASS_ATTRS_MATCH holds, for each name, the object the class lookup found. One with a
+# portable form of its own (a function, a class) is written so. One without (a registry
+# dict, a property, a descriptor made in the class body) is written as "what the
+# namespace of MRO entry ``owner`` holds under this name", and read back as what that
+# namespace holds in the reading process, where the value's type, and so its MRO, is found
+# by name. That is [Note: Re-binding by name] for an object whose name is a class and an
+# attribute: in the reading process the guard then pins the object found there, as it
+# pinned the original in the writing one. What the program read through the object (a
+# dict's keys and items, a property's getter code) has guards of its own in the set,
+# checked on the object of the reading process.
+_IN_CLASS = "in its class"
+
+
+def _encode_class_attrs(spec: Any) -> Any:
+    from .schema_values import _encode, _Unencodable
+
+    tp = spec.type.get()
+    mro = tp.__mro__ if isinstance(tp, type) else ()
+    attrs = []
+    for a in spec.attrs:
+        found: Any = a.found
+        if found is not None:
+            try:
+                _encode(found)
+            except _Unencodable as e:
+                obj = found.get()
+                if not (a.owner < len(mro) and obj is not None
+                        and mro[a.owner].__dict__.get(a.attr) is obj):
+                    raise TypeError(e.what) from None
+                found = _IN_CLASS
+        attrs.append((a.attr, a.owner, found))
+    return {"type": spec.type, "attrs": tuple(attrs)}
+
+
+def _decode_class_attrs(data: Any) -> Any:
+    from .attr_kinds import _ClassAttr, _ClassAttrsSpec
+    from .values import Ident
+
+    tp = data["type"].get() if isinstance(data.get("type"), Ident) else None
+    if not isinstance(tp, type):
+        raise GuardSchemaError("CLASS_ATTRS_MATCH: its type is not a class")
+    out = []
+    for attr, owner, found in data["attrs"]:
+        if found == _IN_CLASS:
+            mro = tp.__mro__
+            obj = mro[owner].__dict__.get(attr) if type(owner) is int and 0 <= owner < len(mro) else None
+            if obj is None:
+                raise GuardSchemaError(
+                    f"CLASS_ATTRS_MATCH: {tp.__qualname__}.__mro__[{owner}] has no {attr!r} "
+                    f"in this process")
+            found = Ident(obj)
+        elif found is not None and not isinstance(found, Ident):
+            raise GuardSchemaError(f"CLASS_ATTRS_MATCH: {found!r} is not an object")
+        out.append(_ClassAttr(str(attr), owner, found))
+    return _ClassAttrsSpec(data["type"], tuple(out))
+
+
 def _register_core_types() -> None:
     from ..global_state import GlobalStateSnapshot
-    from .attr_kinds import _AttrsSpec, _ClassAttr, _ClassAttrsSpec
+    from .attr_kinds import _AttrsSpec, _ClassAttrsSpec
 
     register_schema_codec(GlobalStateSnapshot, _encode_snapshot, _decode_snapshot,
                           name="jitguard:GlobalStateSnapshot")
     register_schema_type(_AttrsSpec)
-    register_schema_type(_ClassAttr)
-    register_schema_type(_ClassAttrsSpec)
+    register_schema_codec(_ClassAttrsSpec, _encode_class_attrs, _decode_class_attrs,
+                          name="jitguard:ClassAttrsSpec")
 
 
 _register_core_types()

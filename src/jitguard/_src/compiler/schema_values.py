@@ -2,12 +2,16 @@
 registered record types and codecs, and objects held by identity re-bound by name
 ([Note: Guard set schema] in compiler/schema.py says what a document holds).
 
-May import: _util, errors, guards, compiler.values.
+May import: _util, errors, guards, compiler.values, compiler.schema_homes.
 
 # [Note: Re-binding by name]
 # A class, function, module, builtin (``torch.relu``: found at ``torch.relu`` though its
-# qualname is ``_VariableFunctionsClass.relu``), a module-level function's code object
-# (``F.layer_norm.__code__``) or a member of a module-level enum class (``Color.RED``:
+# qualname is ``_VariableFunctionsClass.relu``), a function's code object, found from the
+# module-level function or class of its qualname (``F.layer_norm.__code__``), through the
+# ``__wrapped__`` chain of a decorated one, and for a nested function
+# (``deco.<locals>.wrapper``) as the one code object of that qualname among the outer
+# code's constants (none or two, as for two lambdas, is not portable), or a member of a
+# module-level enum class (``Color.RED``:
 # the class found at its ``__module__``/``__qualname__``, the member by name, refused on
 # reading unless its value is still the recorded one) is written by where it lives and
 # read back as the object living there in the reading process. That is the meaning an
@@ -32,6 +36,8 @@ from typing import Any, Optional
 from .._util import JSON_INT_BITS, all_subclasses
 from ..errors import GuardSchemaError
 from ..guards import Source
+from .schema_homes import code_home, decode_code
+from .schema_homes import lookup as _lookup
 from .values import Ident, is_long_lived, type_name
 
 __all__ = [
@@ -115,23 +121,6 @@ def _is_namedtuple(tp: Any) -> bool:
 
 def _class_key(tp: type) -> str:
     return f"{tp.__module__}:{tp.__qualname__}"
-
-
-def _lookup(module: str, qualname: str) -> Any:
-    """The object at ``module:qualname`` among the loaded modules (nothing is imported)."""
-    mod = sys.modules.get(module)
-    if mod is None:
-        raise GuardSchemaError(
-            f"{module}:{qualname} is not loaded in this process (import {module} first: "
-            f"reading a guard set never imports a module)"
-        )
-    current: Any = mod
-    for part in qualname.split("."):
-        try:
-            current = vars(current)[part]
-        except (KeyError, TypeError):
-            raise GuardSchemaError(f"{module} has no {qualname}") from None
-    return current
 
 
 # ---- values ----------------------------------------------------------------------------
@@ -237,18 +226,7 @@ def _home_by_name(obj: Any) -> Optional[dict[str, Any]]:
             return {"$": "object", "class": f"{module}:{name}"}
         return None
     if isinstance(obj, types.CodeType):
-        qualname = getattr(obj, "co_qualname", obj.co_name)
-        if "<" in qualname:
-            return None
-        for mod_name, mod in list(sys.modules.items()):
-            if getattr(mod, "__file__", None) != obj.co_filename:
-                continue
-            try:
-                fn = _lookup(mod_name, qualname)
-            except GuardSchemaError:
-                continue
-            if getattr(fn, "__code__", None) is obj:
-                return {"$": "object", "code": f"{mod_name}:{qualname}"}
+        return code_home(obj)
     return None
 
 
@@ -330,11 +308,7 @@ def _decode(data: Any, where: str) -> Any:
             if "enum" in data:
                 return Ident(_decode_enum_member(data, where))
             if "code" in data:
-                module, _, qualname = data["code"].partition(":")
-                code = getattr(_lookup(module, qualname), "__code__", None)
-                if not isinstance(code, types.CodeType):
-                    raise GuardSchemaError(f"{where}: {data['code']} is not a Python function")
-                return Ident(code)
+                return Ident(decode_code(data, where))
             module, _, qualname = data["class"].partition(":")
             return Ident(_lookup(module, qualname))
         if tag == "source":

@@ -9,6 +9,8 @@ May import: torch (its private modules too), the standard library. Nothing from 
 from __future__ import annotations
 
 import dataclasses
+import re
+import sys
 import types
 from collections.abc import Sequence
 from typing import Any, Optional
@@ -18,6 +20,7 @@ import torch
 __all__ = [
     "SavedCapture",
     "builtins_dict",
+    "by_id_global",
     "dump_code",
     "dump_compiled",
     "load_code",
@@ -40,7 +43,9 @@ _SAVING_CONFIG = {
 class SavedCapture:
     """What serializing one capture needs: the program's bytecode, the module aliases it
     reads as globals, the names of the globals Dynamo bound to the builtins dict, the name it calls its compiled graph by, the
-    compiled graph in torch's serializable form, and every code object Dynamo traced."""
+    compiled graph in torch's serializable form, every code object Dynamo traced, and the
+    modules Dynamo bound to globals named by their id (``_139665382568912_c0``: torch, for
+    a guard on ``type(t)``), by module name."""
 
     bytecode: types.CodeType
     import_sources: dict[str, str]
@@ -48,6 +53,26 @@ class SavedCapture:
     backend_id: str
     compiled: Any  # a torch._dynamo.aot_compile_types.SerializableCallable
     traced_code: tuple[types.CodeType, ...]
+    module_globals: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+# Dynamo's ``install_global_by_id``: ``{prefix}_{id(value)}_c{compile counter}``
+_BY_ID = re.compile(r".*_(\d+)_c\d+")
+
+
+def by_id_global(name: str, value: Any) -> bool:
+    """Whether ``name`` is a global Dynamo bound by the id of ``value``: a name of this
+    process, which another process reads nothing under unless it is bound there again."""
+    m = _BY_ID.fullmatch(name)
+    return m is not None and int(m[1]) == id(value)
+
+
+def _names(code: types.CodeType) -> set[str]:
+    out = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _names(c)
+    return out
 
 
 def _saved(gco: Any, bi: Any, gm: torch.fx.GraphModule,
@@ -75,8 +100,17 @@ def _saved(gco: Any, bi: Any, gm: torch.fx.GraphModule,
     scope_builtins = builtins_dict(gco.f_globals)
     builtins_names = tuple(k for k, v in gco.f_globals.items()
                            if k.startswith("__builtins_dict__") and v is scope_builtins)
+    # modules Dynamo bound by id are bound again on load, by module name; any other object
+    # bound by id that the program reads is of this process
+    module_globals = {k: v.__name__ for k, v in list(gco.f_globals.items())
+                      if isinstance(v, types.ModuleType) and by_id_global(k, v)
+                      and sys.modules.get(v.__name__) is v}
+    for name in sorted(_names(env.bytecode) - set(module_globals)):
+        if name in gco.f_globals and by_id_global(name, gco.f_globals[name]):
+            return None, (f"its bytecode reads the global {name}, which Dynamo bound to a "
+                          f"{type(gco.f_globals[name]).__qualname__} of this process by its id")
     return SavedCapture(env.bytecode, dict(env.import_sources), builtins_names, bi.backend_id,
-                        serializable, tuple(gco.traced_code)), None
+                        serializable, tuple(gco.traced_code), module_globals), None
 
 
 def reserve_unique_ids(names: Sequence[str]) -> None:

@@ -74,6 +74,7 @@ from ..errors import ArtifactError, CaptureError, GuardMismatchError, JitGuardEr
 from ..guards import Source
 from ..sources import GlobalSource, GlobalStateSource, LocalSource
 from . import adapter, stored
+from .adapter_stored import by_id_global
 from .compiled import FRAME_PATH, RUNS_EAGERLY, EntryInfo, Piece
 from .delegated import Delegation
 from .state import DTYPE_STATES
@@ -242,7 +243,8 @@ class TorchCompiler:
         if self.saving:
             self.saved[artifact] = (
                 f"{sum(cap.kept)} of its guards are checked by torch's guard tree, which is "
-                f"not stored" if cap.tree is not None else (cap.saved or cap.unsaved)
+                f"not stored" if cap.tree is not None
+                else _by_id_read(guards, cap.saved, request.fn) or cap.saved or cap.unsaved
             )
             cap.saved = None
         return artifact
@@ -259,7 +261,9 @@ class TorchCompiler:
         if isinstance(saved, str):
             raise ArtifactError(f"{self.where}: {saved}")
         assert isinstance(self.fn, types.FunctionType)
-        return stored.dump(saved, self.fn)
+        src = self.function_source
+        fn_global = src.global_name if isinstance(src, GlobalSource) else None
+        return stored.dump(saved, self.fn, fn_global)
 
     def deserialize(self, data: bytes, fn: Any) -> Callable[..., Any]:
         """The program of a stored entry, over ``fn``'s live globals (its guards are the
@@ -471,3 +475,22 @@ def _tree_kind() -> Callable[..., Any]:
 # [Note: Capture failures]: the functions whose capture failure was logged already.
 _logged_failures: weakref.WeakSet[Any] = weakref.WeakSet()
 
+
+def _by_id_read(guards: Sequence[Any], saved: Any, fn: Any) -> Optional[str]:
+    """Why an entry is not stored when a guard reads a global Dynamo bound by id to an
+    object other than a module (bound again on load: [Note: Stored captures]); None."""
+    f_globals = getattr(fn, "__globals__", None)
+    if saved is None or not isinstance(f_globals, dict):
+        return None
+    for g in guards:
+        sources = [g.originating_source]
+        keywords = getattr(g.create_fn, "keywords", None) or {}
+        sources += [v for v in keywords.values() if isinstance(v, Source)]
+        for source in sources:
+            root = source.chain()[-1]
+            name = root.global_name if isinstance(root, GlobalSource) else None
+            if (name is not None and name not in saved.module_globals and name in f_globals
+                    and by_id_global(name, f_globals[name])):
+                return (f"its guard on {source.name()} reads a global Dynamo bound to a "
+                        f"{type(f_globals[name]).__qualname__} of this process by its id")
+    return None

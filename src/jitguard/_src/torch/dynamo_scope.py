@@ -26,7 +26,7 @@ from ..cache.stats import CacheStats
 from ..dispatch.entry import CacheEntry
 from ..sources import GlobalSource
 from ..store.tiers import StoreLike
-from . import adapter, adapter_runtime
+from . import adapter, adapter_runtime, stored
 from .compiled import FRAME_PATH
 from .convert import GLOBALS_SELF
 from .dynamo_cache import _NO_RULES, TorchCompiler, _converter
@@ -209,9 +209,14 @@ def dynamo_cache(fn: Callable[..., Any], compiler: TorchCompiler, limit: Optiona
         f_globals.setdefault(GLOBALS_SELF, f_globals)
         if getattr(fn, "__closure__", None):
             # closure guards read the cells through the function, found as a global
-            name = f"__jitguard_fn_{next(_fn_ids)}"
-            f_globals[name] = fn
-            compiler.installed.append(name)
+            # ([Note: The compiled function's global])
+            name = _bind_function(f_globals, fn)
+            if name is None:  # another function of its name holds the portable global
+                name = f"__jitguard_fn_{next(_fn_ids)}"
+                f_globals[name] = fn
+                compiler.installed.append(name)
+            else:
+                weakref.finalize(cache, _unbind_function, f_globals, name)
             compiler.function_source = GlobalSource(name)
         weakref.finalize(cache, _uninstall, f_globals, compiler.installed)
     _live.add(cache)
@@ -224,6 +229,34 @@ def _uninstall(f_globals: dict[str, Any], names: list[str]) -> None:
 
 
 _fn_ids = itertools.count()
+# caches reading a function through its portable global, by (globals, name): the global
+# goes when the last of them does
+_fn_users: dict[tuple[int, str], int] = {}
+_fn_lock = threading.Lock()
+
+
+def _bind_function(f_globals: dict[str, Any], fn: Any) -> Optional[str]:
+    """Bind ``fn`` to its portable global (``stored.function_global``) and return that
+    name, or None when another object holds it ([Note: The compiled function's global])."""
+    name = stored.function_global(fn)
+    with _fn_lock:
+        if f_globals.setdefault(name, fn) is not fn:
+            return None
+        key = (id(f_globals), name)
+        _fn_users[key] = _fn_users.get(key, 0) + 1
+    return name
+
+
+def _unbind_function(f_globals: dict[str, Any], name: str) -> None:
+    with _fn_lock:
+        key = (id(f_globals), name)
+        left = _fn_users.pop(key, 1) - 1
+        if left:
+            _fn_users[key] = left
+        else:
+            f_globals.pop(name, None)
+
+
 _live: weakref.WeakSet[FunctionCache[Any, Any]] = weakref.WeakSet()
 
 

@@ -1,0 +1,302 @@
+"""Where a function's code object lives by name, for guard-set documents: found from the
+module-level function or class of its qualname, through the ``__wrapped__`` chain of a
+decorated function, as a property's accessor, or nested in an outer function's code
+([Note: Re-binding by name] in compiler/schema_values.py says why that is sound).
+
+May import: errors.
+
+# [Note: Code qualnames on 3.10]
+# A code object knows its qualname (``co_qualname``) from CPython 3.11 on; on 3.10 it has
+# only ``co_name``. There the qualnames a code may have are found from the functions of
+# the module whose file it came from: each module-level function, each function, property
+# or static/class method in a module-level class's namespace, and the ``__wrapped__`` chain
+# of each, give their ``__qualname__`` when their code is the one sought, and
+# ``outer.<locals>.name`` when it is nested in their code. Every candidate is then
+# re-found by name exactly as a reading process would (a decorated function's module
+# attribute is its wrapper, whose ``__qualname__`` ``functools.wraps`` copied from the
+# wrapped), and only one that gives back this very code object is written. Reading
+# compares a qualname's last part with ``co_name`` where there is no ``co_qualname``, and
+# a nested name must then be unique among all the codes nested in the outer one.
+#
+# [Note: Class members made by exec]
+# A function made from text at run time (``exec``), or nested in a function that is gone
+# by now, has a code whose qualname says where it was made, not where it lives: a
+# dataclass's ``__init__`` is
+# ``__create_fn__.<locals>.__init__`` from ``<string>``, set on its class as
+# ``Point.__init__`` (maybe under a wrapper: transformers wraps a ``ModelOutput``'s). Such
+# a code is written as the member of its name of the class that holds it (or of the
+# module-level object whose instance dict holds it: ``os:environ.encodekey``), and its own
+# qualname (``module:Point.__init__``, ``__create_fn__.<locals>.__init__``: found among the
+# module-level classes of the loaded modules, and only when reading that home back gives
+# this very code), and read back as the code of the one function along that member's
+# ``__wrapped__`` chain of that qualname (on 3.10, of that ``co_name``: a wrapper of the
+# same name makes it not portable there). The text it was made
+# from is not in the guard set: what checks it is the same program is the store's
+# fingerprint of every traced code ([Note: Stored captures]), as for any code re-bound by
+# name.
+#
+# [Note: Frozen modules]
+# CPython ships some standard modules frozen into the interpreter (``os``,
+# ``_collections_abc``, ...): their codes' ``co_filename`` is ``<frozen NAME>``, not the
+# module's ``__file__``, so looking a code's module up by file finds nothing. Such a code
+# belongs to the module named in that text, taken only when that loaded module's spec
+# says it is frozen (``__spec__.origin == "frozen"``); it is then found by qualname in it
+# like any other.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Iterator, Mapping
+from typing import Any, Optional
+
+from ..errors import GuardSchemaError
+
+__all__ = ["code_home", "code_qualname", "decode_code", "lookup"]
+
+_CHAIN_LIMIT = 100
+# A class's own namespace and qualname, read by type's descriptors: a metaclass may raise
+# or compute when asked for them.
+_TYPE_DICT = type.__dict__["__dict__"].__get__
+_TYPE_QUALNAME = type.__dict__["__qualname__"].__get__
+
+
+def lookup(module: str, qualname: str) -> Any:
+    """The object at ``module:qualname`` among the loaded modules (nothing is imported)."""
+    mod = sys.modules.get(module)
+    if mod is None:
+        raise GuardSchemaError(
+            f"{module}:{qualname} is not loaded in this process (import {module} first: "
+            f"reading a guard set never imports a module)"
+        )
+    current: Any = mod
+    for part in qualname.split("."):
+        try:
+            current = vars(current)[part]
+        except (KeyError, TypeError):
+            raise GuardSchemaError(f"{module} has no {qualname}") from None
+    return current
+
+
+def _named(code: types.CodeType, qualname: str) -> bool:
+    """Whether ``code`` is the code of ``qualname`` ([Note: Code qualnames on 3.10])."""
+    own = getattr(code, "co_qualname", None)
+    if own is not None:
+        return bool(own == qualname)
+    return code.co_name == qualname.rpartition(".")[2]
+
+
+def _functions(fn: Any) -> Iterator[Any]:
+    """The functions along ``fn``'s ``__wrapped__`` chain, a static or class method's
+    function, and a property's accessors."""
+    seen: set[int] = set()
+    while fn is not None and id(fn) not in seen and len(seen) < _CHAIN_LIMIT:
+        seen.add(id(fn))
+        fn = getattr(fn, "__func__", fn)  # a staticmethod/classmethod in a class dict
+        if isinstance(fn, property):  # its accessors share the property's qualname
+            yield from (part for part in (fn.fget, fn.fset, fn.fdel) if part is not None)
+            return
+        yield fn
+        fn = getattr(fn, "__wrapped__", None)
+
+
+def _chain_code(fn: Any, qualname: str) -> Optional[types.CodeType]:
+    """The code of the function of ``qualname`` along ``fn``'s chain; None if none is."""
+    for part in _functions(fn):
+        code = getattr(part, "__code__", None)
+        if isinstance(code, types.CodeType) and _named(code, qualname):
+            return code
+    return None
+
+
+def _nested(outer: types.CodeType) -> Iterator[types.CodeType]:
+    todo = [outer]
+    while todo:
+        for c in todo.pop().co_consts:
+            if isinstance(c, types.CodeType):
+                yield c
+                todo.append(c)
+
+
+def _nested_code(outer: types.CodeType, qualname: str) -> Optional[types.CodeType]:
+    """The one code object of ``qualname`` among those nested in ``outer``'s constants;
+    None if there is none or more than one (two lambdas, two conditional defs)."""
+    found = [c for c in _nested(outer) if _named(c, qualname)]
+    return found[0] if len(found) == 1 else None
+
+
+def _qualnames(code: types.CodeType, modules: list[Any]) -> list[str]:
+    """The qualnames ``code`` may have: its own, or on 3.10 those found from the functions
+    of its modules ([Note: Code qualnames on 3.10])."""
+    own = getattr(code, "co_qualname", None)
+    if own is not None:
+        return [own]
+    found: list[str] = []
+    for mod in modules:
+        tops = list(vars(mod).values())
+        members = [v for t in tops if issubclass(type(t), type)
+                   for v in list(_TYPE_DICT(t).values())]
+        for obj in tops + members:
+            try:  # a user's object may raise on any attribute read: it is no candidate
+                found.extend(_candidates(obj, code))
+            except Exception:
+                continue
+    return list(dict.fromkeys(found))
+
+
+def _candidates(obj: Any, code: types.CodeType) -> list[str]:
+    """The qualnames ``code`` may have as ``obj``'s function (or one along its chain), or
+    as a code nested in one."""
+    out = []
+    for fn in _functions(obj):
+        fcode, qualname = getattr(fn, "__code__", None), getattr(fn, "__qualname__", None)
+        if not (isinstance(fcode, types.CodeType) and isinstance(qualname, str)):
+            continue
+        if fcode is code:
+            out.append(qualname)
+        elif any(c is code for c in _nested(fcode)):
+            out.append(f"{qualname}.<locals>.{code.co_name}")
+    return out
+
+
+def modules_of(code: types.CodeType) -> list[tuple[str, Any]]:
+    """The loaded modules ``code`` may come from, by name: those whose file it was compiled
+    from, or the frozen module its ``<frozen NAME>`` file names ([Note: Frozen modules])."""
+    filename = code.co_filename
+    if filename.startswith("<frozen ") and filename.endswith(">"):
+        name = filename[len("<frozen "):-1]
+        mod = sys.modules.get(name)
+        spec = getattr(mod, "__spec__", None)
+        return [(name, mod)] if getattr(spec, "origin", None) == "frozen" else []
+    return [(name, mod) for name, mod in list(sys.modules.items())
+            if getattr(mod, "__file__", None) == filename]
+
+
+def code_home(code: types.CodeType) -> Optional[dict[str, Any]]:
+    """A function's code by the module-level function (or method) it is, or is nested in
+    (``deco.<locals>.wrapper``: inside ``deco``'s code, the one code of that qualname),
+    following ``__wrapped__`` from the module attribute ([Note: Re-binding by name]);
+    None if it is found nowhere."""
+    modules = modules_of(code)
+    for qualname in _qualnames(code, [mod for _, mod in modules]):
+        outer, nested, _ = qualname.partition(".<locals>.")
+        if "<" in outer:
+            continue
+        for mod_name, _mod in modules:
+            try:
+                top = _chain_code(lookup(mod_name, outer), outer)
+            except GuardSchemaError:
+                continue
+            if top is None:
+                continue
+            if not nested and top is code:
+                return {"$": "object", "code": f"{mod_name}:{outer}"}
+            if nested and _nested_code(top, qualname) is code:
+                return {"$": "object", "code": f"{mod_name}:{outer}", "nested": qualname}
+    # on 3.10 a code does not say it was made inside another function: try the classes
+    made_inside = "<locals>" in getattr(code, "co_qualname", "<locals>")
+    return _member_home(code) if made_inside else None
+
+
+def code_qualname(code: types.CodeType) -> str:
+    return str(getattr(code, "co_qualname", code.co_name))
+
+
+def _member_home(code: types.CodeType) -> Optional[dict[str, Any]]:
+    """A code made inside another function (by ``exec``, or nested in a function that is
+    gone) and set under its name on a module-level class (a dataclass's ``__init__``:
+    ``__create_fn__.<locals>.__init__`` from ``<string>``) or in the instance dict of a
+    module-level object (``os.environ.encodekey``, made in ``os._createenviron``, which
+    ``os`` deletes), by the member it is ([Note: Class members made by exec]); None if no
+    such class or object holds it."""
+    name = code.co_name
+    for mod_name, mod in list(sys.modules.items()):
+        try:
+            tops = list(vars(mod).items())
+        except TypeError:
+            continue
+        for top_name, top in tops:
+            # type() and the class's own dict only, read by type's own descriptors (a
+            # metaclass may raise or compute on __qualname__ or __dict__): a module's
+            # other objects may warn or compute when asked for an attribute
+            if issubclass(type(top), type):
+                ns = _TYPE_DICT(top)
+                if ns.get("__module__") != mod_name:
+                    continue
+                where, holder = _TYPE_QUALNAME(top), ns
+            else:
+                holder = _plain_instance_dict(top)
+                if holder is None or not isinstance(top_name, str):
+                    continue
+                where = top_name
+            # by its own name first; an object may hold it under another (os.environ's
+            # encodekey is os._createenviron's encode)
+            keys = [name] if name in holder else []
+            keys += [k for k in list(holder) if isinstance(k, str) and k != name
+                     and not issubclass(type(top), type)]
+            for key in keys:
+                member = holder.get(key)
+                try:  # a user's object may raise on any attribute read
+                    held = member is not None and any(
+                        getattr(f, "__code__", None) is code for f in _functions(member))
+                except Exception:
+                    held = False
+                if not held:
+                    continue
+                home = {"$": "object", "code": f"{mod_name}:{where}.{key}",
+                        "member": code_qualname(code)}
+                try:
+                    if decode_code(home, "") is code:
+                        return home
+                except GuardSchemaError:
+                    continue
+    return None
+
+
+def _plain_instance_dict(obj: Any) -> Optional[dict[str, Any]]:
+    """``obj``'s instance dict where its class keeps the standard ``__dict__`` descriptor
+    (no property or ``__getattr__`` runs to read it); None otherwise."""
+    tp = type(obj)
+    for klass in tp.__mro__:
+        descr = vars(klass).get("__dict__")
+        if descr is not None:
+            if type(descr) is not _DICT_DESCRIPTOR:
+                return None
+            d = descr.__get__(obj, tp)
+            return d if type(d) is dict else None
+    return None
+
+
+class _WithDict:
+    pass
+
+
+
+_DICT_DESCRIPTOR = type(vars(_WithDict)["__dict__"])
+
+
+def decode_code(data: Mapping[str, Any], where: str) -> types.CodeType:
+    """The code ``code_home`` wrote, found again the same way."""
+    module, _, qualname = data["code"].partition(":")
+    found = lookup(module, qualname)
+    member = data.get("member")
+    if member is not None:  # [Note: Class members made by exec]
+        codes = [f.__code__ for f in _functions(found)
+                 if isinstance(getattr(f, "__code__", None), types.CodeType)
+                 and _named(f.__code__, str(member))]
+        if len(codes) != 1:
+            raise GuardSchemaError(
+                f"{where}: {data['code']} holds no single function made as {member!r}")
+        return codes[0]
+    code = _chain_code(found, qualname)
+    if code is None:
+        raise GuardSchemaError(f"{where}: {data['code']} is not a Python function")
+    nested = data.get("nested")
+    if nested is not None:
+        inner = _nested_code(code, str(nested))
+        if inner is None:
+            raise GuardSchemaError(
+                f"{where}: {data['code']} holds no single code object named {nested!r}")
+        code = inner
+    return code
