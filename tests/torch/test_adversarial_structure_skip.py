@@ -7,6 +7,7 @@ torch's guard tree agreeing. Then a seeded fuzz of 1,200 calls mixing the change
 from __future__ import annotations
 
 import collections
+import collections.abc
 import random
 import sys
 from collections.abc import Callable
@@ -46,6 +47,60 @@ class Table(dict):  # type: ignore[type-arg]
         dict.__setitem__(self, key, value)
 
 
+def _act(x: Any, k: float = 2.0) -> Any:
+    return x * k
+
+
+def _act_other(x: Any, k: float = 2.0) -> Any:
+    return x * k - 1.0
+
+
+def _closure_pair() -> tuple[Callable[[Any], Any], Callable[[float], None]]:
+    """A function reading a free variable, and a setter that rebinds that variable."""
+    v = 0.5
+
+    def shift(x: Any) -> Any:
+        return x + v
+
+    def set_v(new: float) -> None:
+        nonlocal v
+        v = new
+
+    return shift, set_v
+
+
+_shift, _set_shift = _closure_pair()
+
+
+class Interface(collections.abc.MutableMapping):  # type: ignore[type-arg]
+    """A registry as transformers writes them: a class-level mapping, looked up by key."""
+
+    _global_mapping: dict[str, Any] = {"relu": torch.relu}
+
+    def __init__(self) -> None:
+        self._local_mapping: dict[str, Any] = {}
+
+    def __getitem__(self, k: str) -> Any:
+        if k in self._local_mapping:
+            return self._local_mapping[k]
+        return self._global_mapping[k]
+
+    def __setitem__(self, k: str, v: Any) -> None:
+        self._local_mapping[k] = v
+
+    def __delitem__(self, k: str) -> None:
+        del self._local_mapping[k]
+
+    def __iter__(self) -> Any:
+        return iter({**self._global_mapping, **self._local_mapping})
+
+    def __len__(self) -> int:
+        return len(set(self._global_mapping) | set(self._local_mapping))
+
+
+ACTS = Interface()
+
+
 class Block(nn.Module):
     FACTOR = 1.0
 
@@ -59,7 +114,10 @@ class Block(nn.Module):
         return x + 0.0
 
     def forward(self, x: Any) -> Any:
-        return self.helper(self.b(torch.relu(self.a(x)))) * self.scale * self.FACTOR
+        out = self.helper(self.b(torch.relu(self.a(x)))) * self.scale * self.FACTOR
+        if hasattr(self, "bonus"):  # NOT_HASATTR through nn.Module.__getattr__
+            out = out * self.bonus
+        return out
 
 
 class Net(nn.Module):
@@ -76,6 +134,8 @@ class Net(nn.Module):
             x = x + 1.0
         if hasattr(self.cfg, "bonus"):  # NOT_HASATTR, decided by the dicts (no __getattr__)
             x = x - 1.0
+        # a global function's code and default, a closure cell, a class-level registry
+        x = ACTS["relu"](_shift(_act(x)))
         return x * self.cfg.k + self.table["w"]
 
 
@@ -188,7 +248,59 @@ def _property(m: Net) -> None:
     Block.scale = property(lambda self: 4.0)  # type: ignore[assignment]
 
 
+def _code(m: Net) -> None:
+    _act.__code__ = _act_other.__code__
+
+
+def _defaults(m: Net) -> None:
+    _act.__defaults__ = (3.0,)
+
+
+def _registry_item(m: Net) -> None:
+    Interface._global_mapping["relu"] = torch.tanh
+
+
+def _registry_class(m: Net) -> None:
+    Interface._global_mapping = {"relu": torch.sigmoid}
+
+
+def _registry_contains(m: Net) -> None:
+    Interface.__contains__ = lambda self, k: False  # type: ignore[method-assign,assignment]
+
+
+def _module_getattr(m: Net) -> None:
+    torch_getattr = nn.Module.__getattr__
+
+    def getattr_with_bonus(self: Any, name: str) -> Any:
+        return 1.5 if name == "bonus" else torch_getattr(self, name)
+
+    nn.Module.__getattr__ = getattr_with_bonus  # type: ignore[method-assign]
+
+
+def _bonus_module(m: Net) -> None:
+    class Bonus(nn.Module):
+        def __rmul__(self, other: Any) -> Any:
+            return other * 3.0
+
+    m.layers[2].add_module("bonus", Bonus())
+
+
 MUTATIONS: dict[str, Callable[[Net], Any]] = {
+    "module hasattr: attribute set": lambda m: setattr(m.layers[0], "bonus", 2.0),
+    "module hasattr: buffer registered": lambda m: m.layers[1].register_buffer(
+        "bonus", torch.tensor(2.0)),
+    "module hasattr: parameter registered": lambda m: m.layers[3].register_parameter(
+        "bonus", nn.Parameter(torch.tensor(0.5), requires_grad=False)),
+    "module hasattr: buffer dict written": lambda m: m.layers[0]._buffers.__setitem__(
+        "bonus", torch.tensor(4.0)),
+    "module hasattr: submodule added": _bonus_module,
+    "module hasattr: __getattr__ replaced": _module_getattr,
+    "function __code__ replaced": _code,
+    "function __defaults__ replaced": _defaults,
+    "closure cell rebound": lambda m: _set_shift(1.5),
+    "registry: class-level mapping item replaced": _registry_item,
+    "registry: class attribute replaced": _registry_class,
+    "registry: __contains__ defined on the class": _registry_contains,
     "object.__setattr__": lambda m: object.__setattr__(m.layers[0], "scale", 2.0),
     "__dict__[k] = v": lambda m: m.layers[1].__dict__.__setitem__("scale", 3.0),
     "vars(m).update": lambda m: vars(m.layers[2]).update(scale=0.5),
@@ -238,11 +350,16 @@ MUTATIONS: dict[str, Callable[[Net], Any]] = {
 @pytest.fixture
 def restore_classes() -> Any:
     """Put back every class attribute the mutations replace."""
-    saved = {cls: dict(cls.__dict__) for cls in (Block, Net, Cfg, nn.Module)}
+    saved = {cls: dict(cls.__dict__) for cls in (Block, Net, Cfg, nn.Module, Interface)}
+    code, defaults, mapping = _act.__code__, _act.__defaults__, dict(Interface._global_mapping)
     hooks: list[Any] = []
     yield hooks
     for h in hooks:
         h.remove()
+    _act.__code__, _act.__defaults__ = code, defaults
+    _set_shift(0.5)
+    saved[Interface]["_global_mapping"].clear()
+    saved[Interface]["_global_mapping"].update(mapping)
     for cls, ns in saved.items():
         for k in set(cls.__dict__) - set(ns):
             delattr(cls, k)
@@ -259,6 +376,38 @@ def test_the_tree_gets_a_front_check(dispatch_mode: str) -> None:
     assert plan is not None and len(plan.covered) >= snapshot.MIN_COVERED
     _same(compiled, m, x)
     assert len(list(jitguard.cache_of(compiled).entries())) == 1
+
+
+def test_function_slots_and_class_namespaces_are_covered(dispatch_mode: str) -> None:
+    """The guards on a global function's code and default, a closure cell, a registry's
+    class namespace and ``not hasattr`` on the blocks are skipped while the snapshot holds (so the mutations above test
+    the snapshot's function and class slots, not the volatile check)."""
+    m, x, compiled = _fresh()
+    _same(compiled, m, x)
+    plan = _front_check(compiled)
+    (entry,) = [e for e in jitguard.cache_of(compiled).entries() if e.valid]
+    covered = {" ".join(s.name() for s in entry.check.leaves[i].sources) for i in plan.covered}
+    hasattr_leaves = [i for i, leaf in enumerate(entry.check.leaves)
+                      if leaf.kind.name == "NOT_HASATTR" and "layers" in leaf.sources[0].name()]
+    assert hasattr_leaves and set(hasattr_leaves) <= set(plan.covered)
+    for name in ("G['_act'].__code__", "G['_act'].__defaults__[0]",
+                 "G['_shift'].__closure__[0].cell_contents",
+                 "dict(type(G['ACTS']).__dict__)['_global_mapping']"):
+        assert name in covered, (name, sorted(n for n in covered if "G[" in n))
+
+
+def test_the_large_guard_set_warning_counts_what_a_hit_runs(
+        dispatch_mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``large_guard_set``, the warning of a check with a front check says how many
+    guards a hit runs while the structure is unchanged, not that it runs them all."""
+    monkeypatch.setattr(jitguard.config, "large_guard_set", 50)
+    m, x, compiled = _fresh()
+    with pytest.warns(jitguard.LargeGuardSetWarning) as caught:
+        _same(compiled, m, x)
+    text = str(caught[0].message)
+    plan = _front_check(compiled)
+    assert f"runs only the {len(plan.volatile.leaves):,} the structure snapshot" in text
+    assert "Every call that reaches this entry runs them all" not in text
 
 
 @pytest.mark.parametrize("what", sorted(MUTATIONS))
@@ -324,7 +473,8 @@ def test_seeded_fuzz_of_module_mutations(dispatch_mode: str, restore_classes: An
     safe = [k for k in MUTATIONS if k not in (
         "to(float64)", "half()", "global module hook", "class attribute", "method replaced",
         "base class attribute", "setattr(type(m), ...)", "property replaces an attribute",
-        "not hasattr: class attribute added", "not hasattr: __getattr__ added")]
+        "not hasattr: class attribute added", "not hasattr: __getattr__ added",
+        "module hasattr: __getattr__ replaced")]
     calls = mismatches = 0
     seen: collections.Counter[str] = collections.Counter()
     fronts = 0

@@ -315,6 +315,10 @@ PyInit_ext(void)
     if (PyType_Ready(&TagSnapshotType) < 0) {
         return NULL;
     }
+    tags_empty_slot = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    if (tags_empty_slot == NULL) {
+        return NULL;
+    }
 #endif
     str_C = PyUnicode_InternFromString("C");
     str_F = PyUnicode_InternFromString("F");
@@ -343,7 +347,8 @@ PyInit_ext(void)
         return NULL;
     }
 #ifdef JG_HAVE_TAGS
-    if (PyModule_AddObjectRef(m, "TagSnapshot", (PyObject *)&TagSnapshotType) < 0) {
+    if (PyModule_AddObjectRef(m, "TagSnapshot", (PyObject *)&TagSnapshotType) < 0 ||
+        PyModule_AddObjectRef(m, "EMPTY_SLOT", tags_empty_slot) < 0) {
         Py_DECREF(m);
         return NULL;
     }

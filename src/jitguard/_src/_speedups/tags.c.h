@@ -15,7 +15,63 @@ typedef struct {
     int mode;
     PyObject *dict;         /* the expected instance dict (NODE_INSTANCE_DICT), borrowed */
     uint64_t tag;           /* the dict's expected version tag (modes 1 and 2) */
+    PyObject *slots;        /* NULL, or the tuple ``slot_values`` gave (held by ``keep``) */
 } TagNode;
+
+/* What an empty slot (NULL) reads as in ``slot_values``: no Python object is it. */
+static PyObject *tags_empty_slot;
+
+/* The slots whose values a node may pin, by the node's exact type (see the Note's
+ * "function slots"): a function's code, defaults, keyword defaults, closure, name and
+ * qualname; a cell's contents; a class's MRO, namespace dict, name and qualname. Fills ``out`` (at most JG_MAX_SLOTS) and returns how many;
+ * -1 for any other type. */
+#define JG_MAX_SLOTS 6
+static int
+tags_slots(PyObject *o, PyObject **out)
+{
+    if (Py_IS_TYPE(o, &PyFunction_Type)) {
+        PyFunctionObject *f = (PyFunctionObject *)o;
+        out[0] = f->func_code;
+        out[1] = f->func_defaults;
+        out[2] = f->func_kwdefaults;
+        out[3] = f->func_closure;
+        out[4] = f->func_name;
+        out[5] = f->func_qualname;
+        return 6;
+    }
+    if (Py_IS_TYPE(o, &PyCell_Type)) {
+        out[0] = ((PyCellObject *)o)->ob_ref;
+        return 1;
+    }
+    if (PyType_Check(o)) {
+        PyTypeObject *t = (PyTypeObject *)o;
+        int heap = (t->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0;
+        out[0] = t->tp_mro;
+        out[1] = t->tp_dict;
+        /* a static type's name is its tp_name, which never changes */
+        out[2] = heap ? ((PyHeapTypeObject *)o)->ht_name : NULL;
+        out[3] = heap ? ((PyHeapTypeObject *)o)->ht_qualname : NULL;
+        return 4;
+    }
+    return -1;
+}
+
+static int
+tags_slots_match(PyObject *o, PyObject *expected)
+{
+    PyObject *now[JG_MAX_SLOTS];
+    int n = tags_slots(o, now);
+    if (n < 0 || n != PyTuple_GET_SIZE(expected)) {
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        PyObject *v = now[i] != NULL ? now[i] : tags_empty_slot;
+        if (v != PyTuple_GET_ITEM(expected, i)) {
+            return 0;
+        }
+    }
+    return 1;
+}
 
 typedef struct {
     Py_ssize_t pos;         /* the argument position */
@@ -70,6 +126,9 @@ tag_snapshot_call(TagSnapshot *self, PyObject *args, PyObject *kwargs)
         if (Py_TYPE(o) != nd->type || !tags_type_ok(nd->type, nd->type_tag)) {
             Py_RETURN_FALSE;
         }
+        if (nd->slots != NULL && !tags_slots_match(o, nd->slots)) {
+            Py_RETURN_FALSE;
+        }
         if (nd->mode == NODE_DICT) {
             if (((PyDictObject *)o)->ma_version_tag != nd->tag) {
                 Py_RETURN_FALSE;
@@ -102,8 +161,10 @@ tag_snapshot_dealloc(TagSnapshot *self)
 }
 
 /* TagSnapshot(roots, nodes, keep): roots a tuple of (pos, sub, weakref, id); nodes a tuple of
- * (id, type, type_tag, mode, dict_id, tag); keep a tuple holding the types (and pinned
- * objects) strongly. The Python side builds them (compiler/snapshot.py). */
+ * (id, type, type_tag, mode, dict_id, tag, slots), slots None or what ``slot_values`` gave
+ * for that object; keep a tuple holding the types, the slot tuples (and so the objects in
+ * them: an address compared is never one that was freed and reused) and pinned objects
+ * strongly. The Python side builds them (compiler/snapshot.py). */
 static PyObject *
 tag_snapshot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -146,12 +207,17 @@ tag_snapshot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         self->roots[i].obj = (PyObject *)PyLong_AsVoidPtr(id);
     }
     for (Py_ssize_t i = 0; i < self->n_nodes; i++) {
-        PyObject *id, *tp, *dict_id;
+        PyObject *id, *tp, *dict_id, *slots;
         unsigned long long type_tag, tag;
         int mode;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(nodes, i), "O!O!KiO!K", &PyLong_Type, &id,
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(nodes, i), "O!O!KiO!KO", &PyLong_Type, &id,
                               &PyType_Type, &tp, &type_tag, &mode, &PyLong_Type, &dict_id,
-                              &tag)) {
+                              &tag, &slots)) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (slots != Py_None && !PyTuple_Check(slots)) {
+            PyErr_SetString(PyExc_TypeError, "TagSnapshot: a node's slots are None or a tuple");
             Py_DECREF(self);
             return NULL;
         }
@@ -162,6 +228,7 @@ tag_snapshot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         nd->mode = mode;
         nd->dict = (PyObject *)PyLong_AsVoidPtr(dict_id);
         nd->tag = (uint64_t)tag;
+        nd->slots = slots == Py_None ? NULL : slots;
     }
     if (PyErr_Occurred()) {
         Py_DECREF(self);
@@ -226,7 +293,31 @@ py_instance_dict_id(PyObject *mod, PyObject *o)
     return PyLong_FromVoidPtr(*dp);
 }
 
+/* slot_values(o): the values of o's pinnable slots (an empty one as ``EMPTY_SLOT``), or
+ * None when o's exact type has none. */
+static PyObject *
+py_slot_values(PyObject *mod, PyObject *o)
+{
+    PyObject *now[JG_MAX_SLOTS];
+    int n = tags_slots(o, now);
+    if (n < 0) {
+        Py_RETURN_NONE;
+    }
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        PyObject *v = now[i] != NULL ? now[i] : tags_empty_slot;
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
 #define JG_TAGS_METHODS \
+    {"slot_values", py_slot_values, METH_O, \
+     "slot_values(o): the values of o's pinnable slots, None if its type has none."}, \
     {"dict_version", py_dict_version, METH_O, "dict_version(d): d's version tag."}, \
     {"type_version", py_type_version, METH_O, \
      "type_version(tp): tp's version tag (assigned now if missing), 0 if it has none."}, \

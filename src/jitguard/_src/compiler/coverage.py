@@ -9,7 +9,8 @@ May import: compiler.* (the kinds it covers).
 A rule is ``rule(value, params, rec) -> bool``: ``value`` is the leaf's first source's
 value (stable, already recorded), ``params`` the leaf's, ``rec`` the snapshot's recorder,
 which offers ``rec.instance_dict(obj)`` (the object's instance dict, recorded with its
-tag; None when it has none) and ``rec.node(obj)`` (record one more object). A rule that
+tag; None when it has none), ``rec.node(obj)`` (record one more object) and
+``rec.pin_slots(obj)`` (record a function with its code, defaults and closure). A rule that
 says True must be sure the verdict cannot change while every recorded tag holds.
 """
 
@@ -34,7 +35,7 @@ from .builtin_kinds import (
 from .identity_kinds import BoolMatch, DuplicateInput, IdMatch, NoneMatch, TypeMatch
 from .python_kinds import BuiltinMatch, ClassMatch, ModuleMatch
 
-__all__ = ["UNSTABLE", "Rule", "cover", "generic_lookup", "mro_lookup", "rule"]
+__all__ = ["UNSTABLE", "Rule", "cover", "extend", "generic_lookup", "mro_lookup", "rule"]
 
 Rule = Callable[[Any, Any, Any], bool]
 
@@ -167,6 +168,20 @@ _COVERED: dict[type, Rule] = {
 def cover(kind_class: type, rule: Rule) -> None:
     """Register the rule for leaves of ``kind_class`` (exactly that class)."""
     _COVERED[kind_class] = rule
+
+
+def extend(kind_class: type, rule: Rule) -> None:
+    """Cover more leaves of ``kind_class``: one is covered when the rule it had already
+    says so, or else ``rule`` does."""
+    old = _COVERED.get(kind_class)
+    if old is None:
+        _COVERED[kind_class] = rule
+        return
+
+    def either(v: Any, params: Any, rec: Any) -> bool:
+        return old(v, params, rec) or rule(v, params, rec)
+
+    _COVERED[kind_class] = either
 
 
 def rule(kind: Any) -> Optional[Rule]:

@@ -3,7 +3,8 @@ mostly about an object graph's structure (a module tree) gets a front check that
 C, whether every object, type and dict those guards read is as it was when they last all
 held; if so only the other guards run.
 
-May import: env, native, guards, sources, more_sources, compiler.* (coverage: the rules for
+May import: env, native, guards, sources, more_sources, compiler.* (snapshot_record: the
+stable reads and the nodes that pin them; coverage: the rules for
 the kinds it covers; check).
 
 # [Note: Skipping structure guards by version tags]
@@ -25,7 +26,17 @@ the kinds it covers; check).
 #     ``type(v)``, a relabel, and ``v.attr`` where ``type(v)`` keeps object's (or a
 #     module's) ``__getattribute__``, no class of its MRO has a data descriptor named
 #     ``attr``, and ``attr`` is in ``v``'s instance dict, or else is a class attribute
-#     that is no descriptor at all;
+#     that is no descriptor at all; and a slot of an exact function or cell
+#     (``f.__code__``, ``__defaults__``, ``__kwdefaults__``, ``__closure__``, ``__name__``,
+#     ``__qualname__``, ``cell.cell_contents``: *function slots*), read by the type's own
+#     descriptor from a field of the object, which the snapshot pins by identity; and a
+#     class's ``__mro__`` (where no metaclass redefines it), name, qualname and namespace
+#     (``dict(C.__dict__)``, resolved as the class's real dict, pinned by its tag like
+#     any dict: every change to a class's namespace goes through it); ``v.__class__``
+#     where object's own descriptor answers (the exact type); and ``C.attr`` on a class as
+#     ``type.__getattribute__`` finds it: a plain value or a function in a namespace along
+#     the MRO (each namespace up to it pinned), with no metaclass data descriptor of that
+#     name;
 #   * covered kinds: identity ones (TYPE_MATCH, ID_MATCH, NONE_MATCH, BOOL_MATCH,
 #     CLASS/MODULE/BUILTIN_MATCH, DUPLICATE_INPUT), EQUALS_MATCH and CONSTANT_MATCH on a
 #     value of an immutable exact type, and the dict ones on an exact dict or
@@ -35,7 +46,8 @@ the kinds it covers; check).
 #     and its MRO's namespaces: the type's tag), HASATTR and NOT_HASATTR where the
 #     lookup is decided by dicts alone (object's ``__getattribute__``, found in the
 #     instance dict or as a plain class attribute; absent from both with no
-#     ``__getattr__``), and a kind of another layer that registers its rule with
+#     ``__getattr__``, or with torch's ``nn.Module.__getattr__``: [Note: hasattr on a
+#     module]), and a kind of another layer that registers its rule with
 #     ``coverage.cover`` (the tensor's DIMENSION_DYNAMIC_MARKING: no marking attribute in
 #     its instance dict or classes). ``compiler/coverage.py`` holds the rules. Everything
 #     else (tensor metadata, lists,
@@ -44,7 +56,9 @@ the kinds it covers; check).
 # The snapshot records, in an order where each object comes after the container that
 # holds it, every stable value: its address, its exact type and that type's version tag,
 # and, where a read or a leaf depends on it, its instance dict (address and tag) or, for a
-# dict, its own tag. ``TagSnapshot`` (C) compares them all; the front check is
+# dict, its own tag, and for a function or cell whose slot is read, every pinnable slot's
+# value (``slot_values``), compared by address and held strongly by the snapshot (so an
+# address it compares is never that of a freed object reused). ``TagSnapshot`` (C) compares them all; the front check is
 # ``snapshot(args) and volatile(*args)``, else the full check (after which, if it held, the
 # snapshot is taken again, at most ``REARMS`` times per check; then the front check
 # stays off and every call runs the full check).
@@ -55,7 +69,10 @@ the kinds it covers; check).
 # address reused by another dict cannot match); each instance dict is the same object
 # (``m.__dict__ = {...}`` changes the address); each object has the same type
 # (``m.__class__ = X`` fails the type test) and its type the same namespace along its MRO
-# (``setattr(type(m), ...)``, a base class changed, ``__bases__`` assigned: the type tag).
+# (``setattr(type(m), ...)``, a base class changed, ``__bases__`` assigned: the type tag);
+# each pinned function or cell holds the same objects in its slots (``f.__code__ = c``,
+# ``f.__defaults__ = d``, ``cell.cell_contents = v`` store into the field; the types are
+# exact and immutable, so the field is what the read returns).
 # A root is the same object (its weak reference still leads to it, and the argument is
 # it). So by induction along each chain every stable source reads the same object as
 # then, and each covered leaf's verdict, a function of those objects' identities, types,
@@ -80,21 +97,12 @@ from typing import Any, Optional
 
 from .. import env, native
 from ..guards import Source
-from ..more_sources import DictGetItemSource
-from ..sources import (
-    AttrSource,
-    ConstDictKeySource,
-    GetItemSource,
-    GlobalSource,
-    LocalSource,
-    Relabel,
-    TypeSource,
-)
+from ..more_sources import TypeDictSource
+from ..sources import ConstDictKeySource, LocalSource
 from . import coverage
 from .builder import Leaf
 from .coverage import UNSTABLE as _UNSTABLE
-from .coverage import is_data_descriptor as _is_data_descriptor
-from .coverage import mro_lookup as _mro_lookup
+from .snapshot_record import Recorder
 
 __all__ = ["MIN_COVERED", "REARMS", "available", "enabled", "install", "plan"]
 
@@ -105,8 +113,6 @@ MIN_COVERED = 64
 REARMS = 4
 ENV_VAR = "JITGUARD_STRUCTURE_SKIP"
 
-_NODE_TYPE, _NODE_INSTANCE_DICT, _NODE_DICT = 0, 1, 2
-
 enabled = env.flag(ENV_VAR, default=True)
 
 
@@ -116,172 +122,7 @@ def available() -> bool:
             and hasattr(native.module, "TagSnapshot"))
 
 
-class _Recorder:
-    """Resolves sources to stable values and records the nodes that pin them."""
-
-    def __init__(self, f_locals: dict[str, Any], f_globals: Any, arg_names: tuple[str, ...]
-                 ) -> None:
-        self.f_locals = f_locals
-        self.f_globals = f_globals
-        self.arg_names = arg_names
-        self.values: dict[Source, Any] = {}
-        self.nodes: dict[int, list[Any]] = {}  # id -> [obj, mode]
-        self.roots: dict[Source, Any] = {}
-        self.keep: list[Any] = []
-
-    def node(self, obj: Any, mode: int = _NODE_TYPE) -> bool:
-        """Record ``obj`` (or raise its mode); False when it cannot be pinned."""
-        if issubclass(type(obj), dict):  # by its type: an object's __class__ may raise
-            mode = _NODE_DICT
-        got = self.nodes.get(id(obj))
-        if got is None:
-            self.nodes[id(obj)] = got = [obj, mode]
-        elif mode == _NODE_INSTANCE_DICT and got[1] == _NODE_TYPE:
-            got[1] = mode
-        if got[1] == _NODE_INSTANCE_DICT and native.module.instance_dict_id(obj) == 0:
-            try:  # materialize it: CPython stores attributes there from now on
-                object.__getattribute__(obj, "__dict__")
-            except AttributeError:
-                return False
-            if native.module.instance_dict_id(obj) == 0:
-                return False
-        return native.module.type_version(type(obj)) != 0
-
-    def instance_dict(self, obj: Any) -> Optional[dict[str, Any]]:
-        """``obj``'s instance dict, recorded with its tag (materialized if need be); None
-        when it has none."""
-        if not self.node(obj, _NODE_INSTANCE_DICT):
-            return None
-        d = object.__getattribute__(obj, "__dict__")
-        return d if type(d) is dict else None
-
-    def resolve(self, src: Source) -> Any:
-        got = self.values.get(src, None)
-        if got is None and src not in self.values:
-            got = self.values[src] = self._resolve(src)
-        return got
-
-    def _root(self, src: Source) -> Any:
-        """An argument (``L['self']``), or an item of an argument that is an exact tuple
-        (``L['args'][0]``: a wrapper's ``*args``), held by identity: its value, _UNSTABLE
-        when it cannot be, None when ``src`` is no such root."""
-        sub = -1
-        local = src
-        if type(src) is GetItemSource and type(src.base) is LocalSource \
-                and type(src.index) is int and not src.index_is_slice:
-            local, sub = src.base, src.index
-        if type(local) is not LocalSource:
-            return None
-        name = local.local_name
-        if name not in self.arg_names or name not in self.f_locals:
-            return _UNSTABLE
-        v = self.f_locals[name]
-        if sub >= 0:
-            if type(v) is not tuple or not 0 <= sub < len(v):
-                return _UNSTABLE
-            v = v[sub]
-        try:
-            ref = weakref.ref(v)
-        except TypeError:
-            return None if sub >= 0 else _UNSTABLE
-        self.roots[src] = (self.arg_names.index(name), sub, ref, v)
-        return v if self.node(v) else _UNSTABLE
-
-    def _resolve(self, src: Source) -> Any:
-        root = self._root(src)
-        if root is not None:
-            return root
-        if type(src) is LocalSource:
-            return _UNSTABLE
-        if type(src) is GlobalSource:
-            g = self.f_globals
-            if type(g) is not dict or src.global_name not in g:
-                return _UNSTABLE
-            if id(g) not in self.nodes:
-                self.keep.append(g)  # pinned: a root the snapshot holds
-            self.node(g)
-            item = g[src.global_name]
-            return item if self.node(item) else _UNSTABLE
-        if isinstance(src, Relabel):
-            return self.resolve(src.base)
-        parent = getattr(src, "base", None)
-        base: Any = self.resolve(parent) if isinstance(parent, Source) else _UNSTABLE
-        if base is _UNSTABLE:
-            return _UNSTABLE
-        v: Any = _UNSTABLE
-        if isinstance(src, DictGetItemSource):  # DictSubclassGetItemSource too
-            if not isinstance(base, dict):
-                return _UNSTABLE
-            key = src.index
-            if isinstance(key, ConstDictKeySource):
-                key = self.resolve(key)
-                if key is _UNSTABLE:
-                    return _UNSTABLE
-            try:
-                v = dict.__getitem__(base, key)
-            except (KeyError, TypeError):
-                return _UNSTABLE
-        elif type(src) is ConstDictKeySource:
-            if not isinstance(base, dict):
-                return _UNSTABLE
-            keys = list(dict.keys(base))
-            if not 0 <= src.index < len(keys):
-                return _UNSTABLE
-            v = keys[src.index]
-        elif type(src) is GetItemSource:
-            if src.index_is_slice or type(base) not in (dict, tuple):
-                return _UNSTABLE
-            try:
-                v = base[src.index]
-            except (KeyError, IndexError, TypeError):
-                return _UNSTABLE
-        elif type(src) is TypeSource:
-            v = type(base)
-        elif type(src) is AttrSource:
-            v = self._attr(base, src.member)
-        if v is _UNSTABLE:
-            return _UNSTABLE
-        return v if self.node(v) else _UNSTABLE
-
-    def _attr(self, base: Any, member: str) -> Any:
-        tp = type(base)
-        if not coverage.generic_lookup(tp):
-            return _UNSTABLE
-        found = _mro_lookup(tp, member)
-        if found is not _UNSTABLE and _is_data_descriptor(found):
-            return _UNSTABLE
-        if not self.node(base, _NODE_INSTANCE_DICT):
-            return _UNSTABLE
-        d = object.__getattribute__(base, "__dict__")
-        if member in d:
-            return d[member]
-        if found is not _UNSTABLE and not hasattr(type(found), "__get__"):
-            return found
-        return _UNSTABLE
-
-    def snapshot(self) -> Any:
-        m = native.module
-        roots = tuple((pos, sub, ref, id(v)) for pos, sub, ref, v in self.roots.values())
-        nodes = []
-        for obj, mode in self.nodes.values():
-            tp = type(obj)
-            tag = m.type_version(tp)
-            if tag == 0:
-                return None
-            dict_id, dtag = 0, 0
-            if mode == _NODE_DICT:
-                dtag = m.dict_version(obj)
-            elif mode == _NODE_INSTANCE_DICT:
-                d = object.__getattribute__(obj, "__dict__")
-                dict_id, dtag = m.instance_dict_id(obj), m.dict_version(d)
-                if dict_id != id(d):
-                    return None
-            self.keep.append(tp)
-            nodes.append((id(obj), tp, tag, mode, dict_id, dtag))
-        return m.TagSnapshot(roots, tuple(nodes), tuple(self.keep))
-
-
-def _covered(leaf: Leaf, rec: _Recorder) -> bool:
+def _covered(leaf: Leaf, rec: Recorder) -> bool:
     rule = coverage.rule(leaf.kind)
     if rule is None or not leaf.sources:
         return False
@@ -304,7 +145,7 @@ class Plan:
 def _record(check: Any, values: tuple[Any, ...], p: Plan) -> Any:
     """The snapshot and the pinned values for ``values``, or None when a covered leaf or
     a pinned source is no longer stable."""
-    rec = _Recorder(dict(zip(check.arg_names, values, strict=True)), check.f_globals,
+    rec = Recorder(dict(zip(check.arg_names, values, strict=True)), check.f_globals,
                     check.arg_names)
     for i in p.covered:
         if not _covered(check.leaves[i], rec):
@@ -320,12 +161,15 @@ class _Pinner:
     """Rewrites a volatile leaf's sources: the longest stable part of each becomes an
     extra argument of the volatile check (``___pin<k>``), read once per snapshot."""
 
-    def __init__(self, rec: _Recorder) -> None:
+    def __init__(self, rec: Recorder) -> None:
         self.rec = rec
         self.pinned: dict[Source, LocalSource] = {}
 
     def pin(self, src: Source) -> Source:
-        if type(src) is not LocalSource and self.rec.resolve(src) is not _UNSTABLE:
+        # a class's namespace resolves to its real dict, where the check reads a mapping
+        # proxy of it: pinned is the class, never the namespace itself
+        if (type(src) not in (LocalSource, TypeDictSource)
+                and self.rec.resolve(src) is not _UNSTABLE):
             got = self.pinned.get(src)
             if got is None:
                 got = self.pinned[src] = LocalSource(f"___pin{len(self.pinned)}")
@@ -356,7 +200,7 @@ def plan(check: Any, values: tuple[Any, ...]) -> Optional[Plan]:
 
     if not (enabled and available()) or check.arg_names is None:
         return None
-    rec = _Recorder(dict(zip(check.arg_names, values, strict=True)), check.f_globals,
+    rec = Recorder(dict(zip(check.arg_names, values, strict=True)), check.f_globals,
                     check.arg_names)
     covered = [i for i, leaf in enumerate(check.leaves) if _covered(leaf, rec)]
     if len(covered) < MIN_COVERED:

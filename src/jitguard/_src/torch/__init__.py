@@ -71,6 +71,7 @@ def install() -> None:
             dynamo_kinds,
             fake,
             logging_bridge,
+            module_coverage,  # noqa: F401  (registers its snapshot rule on import)
             module_kinds,
             portable,
             rules,

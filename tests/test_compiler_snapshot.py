@@ -1,0 +1,196 @@
+"""The structure snapshot on plain Python objects ([Note: Skipping structure guards by
+version tags]): which reads it pins, and that a change to any of them makes the front
+check run the full check (a miss when a guard fails)."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import jitguard as jg
+from jitguard import GuardBuilder as GB
+from jitguard._src.compiler import snapshot
+from jitguard._src.more_sources import ClosureCellSource, DictGetItemSource, TypeDictSource
+from jitguard.sources import (
+    AttrSource,
+    CodeSource,
+    DefaultsSource,
+    LocalSource,
+    TypeSource,
+)
+
+pytestmark = pytest.mark.skipif(
+    not (snapshot.available() and snapshot.enabled),
+    reason="no structure snapshot here (Python 3.12+, no C extension, or turned off)")
+
+N = snapshot.MIN_COVERED + 6
+
+
+class Base:
+    """Where ``Box`` finds ``helper``."""
+
+    def helper(self, x: Any) -> Any:
+        return x
+
+
+class Box(Base):
+    """A root whose attributes are functions, and whose class holds a marker."""
+
+    marker: Any = "plain"
+
+
+class OtherBox(Box):
+    pass
+
+
+def _scaled(k: float) -> Callable[[Any], Any]:
+    def scaled(x: Any) -> Any:
+        return x * k
+
+    return scaled
+
+
+def _other(x: Any, k: int = 0) -> Any:
+    return -x
+
+
+def _box() -> Box:
+    box = Box()
+    for i in range(N):
+        ns: dict[str, Any] = {}
+        exec(f"def f{i}(x, k={i}):\n    return x + k\n", ns)
+        setattr(box, f"f{i}", ns[f"f{i}"])
+    box.scaled = _scaled(2.0)  # type: ignore[attr-defined]
+    return box
+
+
+def _check(box: Box) -> Any:
+    """A check on every function's code and first default, a closure cell and a class
+    attribute read from the class's namespace, with a front check installed."""
+    b = LocalSource("b")
+    guards = []
+    for i in range(N):
+        fn = AttrSource(b, f"f{i}")
+        guards += [CodeSource(fn).make_guard(GB.ID_MATCH),
+                   DefaultsSource(fn, 0).make_guard(GB.EQUALS_MATCH)]
+    guards.append(ClosureCellSource(AttrSource(b, "scaled"), "k", 0).make_guard(GB.EQUALS_MATCH))
+    ns = TypeDictSource(TypeSource(b))
+    guards.append(DictGetItemSource(ns, "marker").make_guard(GB.EQUALS_MATCH))
+    cls = AttrSource(b, "__class__")  # object's own descriptor: the exact type
+    guards += [cls.make_guard(GB.ID_MATCH),
+               AttrSource(cls, "__name__").make_guard(GB.EQUALS_MATCH),
+               CodeSource(AttrSource(cls, "helper")).make_guard(GB.ID_MATCH)]
+    check = jg.compile_guards(guards, f_locals={"b": box}, arg_names=("b",))
+    assert snapshot.install(check, (box,))
+    return check
+
+
+def _snapshot_holds(check: Any, box: Box) -> bool:
+    return bool(check.fn.__globals__["___snap"][0]((box,)))
+
+
+def test_function_slots_cells_and_class_namespaces_are_covered() -> None:
+    """Every guard of the check is skipped while the snapshot holds: the code, defaults,
+    closure cell, class namespace, ``__class__``, class name and class attribute reads
+    are pinned by the snapshot, not rerun."""
+    box = _box()
+    check = _check(box)
+    assert len(check.structure_skip.covered) == len(check.leaves)
+    assert _snapshot_holds(check, box) and check.fn(box)
+
+
+def _set_code(box: Box) -> None:
+    box.f3.__code__ = _other.__code__  # type: ignore[attr-defined]
+
+
+def _set_defaults(box: Box) -> None:
+    box.f4.__defaults__ = (99,)  # type: ignore[attr-defined]
+
+
+def _rebind_cell(box: Box) -> None:
+    box.scaled.__closure__[0].cell_contents = 3.0  # type: ignore[attr-defined]
+
+
+def _class_attr(box: Box) -> None:
+    Box.marker = "changed"
+
+
+def _rename_class(box: Box) -> None:
+    Box.__name__ = "Renamed"
+
+
+def _shadow_helper(box: Box) -> None:
+    Box.helper = lambda self, x: x  # type: ignore[method-assign]
+
+
+def _base_helper(box: Box) -> None:
+    Base.helper = lambda self, x: -x  # type: ignore[method-assign]
+
+
+def _replace_function(box: Box) -> None:
+    box.f5 = types.FunctionType(_other.__code__, {})  # type: ignore[attr-defined]
+
+
+CHANGES: dict[str, Callable[[Box], None]] = {
+    "__code__ replaced": _set_code,
+    "__defaults__ replaced": _set_defaults,
+    "cell contents rebound": _rebind_cell,
+    "class attribute replaced": _class_attr,
+    "function replaced": _replace_function,
+    "__class__ assigned": lambda box: setattr(box, "__class__", OtherBox),
+    "class renamed": _rename_class,
+    "method shadowed on the class": _shadow_helper,
+    "method replaced on a base": _base_helper,
+}
+
+
+@pytest.mark.parametrize("what", sorted(CHANGES))
+def test_a_change_fails_the_snapshot_and_the_check(what: str) -> None:
+    """After the change the snapshot no longer holds and the check says False."""
+    box = _box()
+    check = _check(box)
+    helper = Base.helper
+    try:
+        CHANGES[what](box)
+        assert not _snapshot_holds(check, box)
+        assert not check.fn(box)
+    finally:
+        Box.marker, Box.__name__, Base.helper = "plain", "Box", helper  # type: ignore[method-assign]
+        if "helper" in Box.__dict__:
+            del Box.helper
+
+
+def test_an_unrelated_change_rearms() -> None:
+    """A write no guard reads fails the snapshot once; the full check holds, the snapshot
+    is taken again and holds from then on."""
+    box = _box()
+    check = _check(box)
+    box.unrelated = 1  # type: ignore[attr-defined]
+    assert not _snapshot_holds(check, box)
+    assert check.fn(box)
+    assert _snapshot_holds(check, box)
+
+
+def test_the_old_values_of_pinned_slots_are_held() -> None:
+    """The snapshot holds the code it compares by address: a code object replaced after
+    the snapshot was taken stays alive (its address is never reused by another code)
+    while the snapshot lives, and is freed once the root it hangs from is."""
+    import gc
+    import weakref
+
+    box = _box()
+    ns: dict[str, Any] = {}
+    exec("def g(x, k=0):\n    return x\n", ns)
+    box.f0.__code__ = ns.pop("g").__code__  # type: ignore[attr-defined]
+    old = weakref.ref(box.f0.__code__)  # type: ignore[attr-defined]
+    check = _check(box)
+    box.f0.__code__ = _other.__code__  # type: ignore[attr-defined]
+    gc.collect()
+    assert old() is not None  # only the snapshot holds it now
+    assert not check.fn(box)
+    del box
+    gc.collect()
+    assert old() is None
