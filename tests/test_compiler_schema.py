@@ -171,11 +171,13 @@ def test_strategies_cover_every_source_class() -> None:
     assert public == COVERED
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["version 1", "version 2"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(leaves, max_size=6))
-def test_round_trip_through_json(ls: list[Leaf]) -> None:
-    """Random guard sets survive export -> JSON text -> import -> export, and validate."""
-    text = jg.guards_to_json(ls)
+def test_round_trip_through_json(shared: bool, ls: list[Leaf]) -> None:
+    """Random guard sets survive export -> JSON text -> import -> export, and validate, in
+    both schema versions (sources in full, or once each in the source table)."""
+    text = jg.guards_to_json(ls, shared_sources=shared)
     doc = json.loads(text)
     _validate(doc)
     records = jg.import_guards(text)
@@ -193,7 +195,7 @@ def test_round_trip_through_json(ls: list[Leaf]) -> None:
             # payload have no JSON form, and guards tell NaNs apart by them)
             assert (rec.params.id == id(LOCAL_OBJECT) and "Config" in (rec.reason or "")) or (
                 "a NaN of bits" in (rec.reason or ""))
-    again = jg.export_guards(records)
+    again = jg.export_guards(records, shared_sources=shared)
     _validate(again)
     assert again == doc
 
@@ -231,7 +233,7 @@ def test_imported_check_accepts_and_rejects_like_the_original() -> None:
     original = jg.compile_guards(_guards(), f_locals=frame, arg_names=names)
     doc = jg.export_guards(original)
     _validate(doc)
-    assert doc["arg_names"] == list(names) and doc["schema_version"] == jg.GUARD_SCHEMA_VERSION
+    assert doc["arg_names"] == list(names) and doc["schema_version"] == 1
     rebuilt = jg.compile_guard_records(jg.import_guards(json.dumps(doc)), arg_names=names)
     variants = [
         {}, {"n": 8}, {"n": 7.0}, {"x": (1, 2.5, math.nan, b"y")}, {"cfg": object()},
@@ -354,7 +356,30 @@ def test_schema_file_ships_in_the_package() -> None:
     """The JSON Schema is package data, itself a valid draft 2020-12 schema."""
     schema = jg.guard_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
-    assert schema["properties"]["schema_version"] == {"const": jg.GUARD_SCHEMA_VERSION}
+    assert schema["properties"]["schema_version"] == {"enum": [1, jg.GUARD_SCHEMA_VERSION]}
+
+
+def test_version_2_writes_each_source_once() -> None:
+    """shared_sources=True: every distinct source, nested bases included, is one row of the
+    source table, each use refers to its row, a row refers only to earlier rows, and the
+    records read back equal version 1's."""
+    L, A, I = jg.LocalSource, jg.AttrSource, jg.GetItemSource  # noqa: E741
+    layers = [I(A(A(L("self"), "layers"), "_modules"), str(i)) for i in range(4)]
+    leaves = [Leaf(get_guard_kind(GB.TYPE_MATCH)[0], (A(m, name),), Ident(int))
+              for m in layers for name in ("weight", "bias")]
+    doc = jg.export_guards(leaves, shared_sources=True)
+    _validate(doc)
+    table = doc["source_table"]
+    distinct = {s for leaf in leaves for s in leaf.sources[0].chain()}
+    assert len(table) == len(distinct) == 1 + 1 + 1 + 4 + 8
+    assert [r["name"] for r in table].count("L['self']") == 1
+    for i, row in enumerate(table):
+        refs = [v["i"] for v in row["fields"].values() if isinstance(v, dict) and "i" in v]
+        assert all(j < i for j in refs), row
+    assert all(g["sources"][0]["$"] == "ref" for g in doc["guards"])
+    assert [r.sources for r in jg.import_guards(doc)] == [
+        r.sources for r in jg.import_guards(jg.export_guards(leaves))]
+    assert len(json.dumps(doc)) < len(json.dumps(jg.export_guards(leaves)))
 
 
 def test_schema_rejects_malformed_documents() -> None:
@@ -374,9 +399,23 @@ def test_schema_rejects_malformed_documents() -> None:
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
-        ({"schema_version": 2, "kind": "jitguard.guard_set", "guards": []},
-         "this guard set has schema_version 2, written by a newer jitguard; this one reads up "
-         "to 1 (upgrade jitguard)"),
+        ({"schema_version": 3, "kind": "jitguard.guard_set", "guards": []},
+         "this guard set has schema_version 3, written by a newer jitguard; this one reads up "
+         "to 2 (upgrade jitguard)"),
+        ({"schema_version": 1, "kind": "jitguard.guard_set", "guards": [
+            {"kind": "EQUALS_MATCH", "code": "", "portable": True, "expect": 1,
+             "sources": [{"$": "ref", "i": 0}]}]},
+         "guard 0: {'$': 'ref', 'i': 0} refers to no earlier row of the document's source "
+         "table"),
+        ({"schema_version": 2, "kind": "jitguard.guard_set", "source_table": [
+            {"type": "AttrSource", "name": "", "fields": {"base": {"$": "ref", "i": 0},
+                                                          "member": "a"}}], "guards": [
+            {"kind": "EQUALS_MATCH", "code": "", "portable": True, "expect": 1,
+             "sources": [{"$": "ref", "i": 0}]}]},
+         "guard 0: {'$': 'ref', 'i': 0} refers to no earlier row of the document's source "
+         "table"),
+        ({"schema_version": 2, "kind": "jitguard.guard_set", "source_table": {}, "guards": []},
+         "source_table is a list, got dict"),
         ({"kind": "jitguard.guard_set", "guards": []},
          "not a jitguard guard set: schema_version is None"),
         ("[1", "a guard set must be JSON: Expecting ',' delimiter: line 1 column 3 (char 2)"),

@@ -69,7 +69,7 @@ def test_show_prints_the_guard_set_and_the_artifact_size(stored: str) -> None:
     assert "function  test_store_cli:scale" in out
     assert "artifact  0 bytes" in out  # the default compiler's artifact is fn itself
     # 2 guards, and GLOBAL_STATE when torch's states are registered (they are portable)
-    assert any(f"guards    {n} (schema_version 1)" in out for n in (2, 3))
+    assert any(f"guards    {n} (schema_version 2)" in out for n in (2, 3))  # shared sources
     assert "  EQUALS_MATCH: L['k'] == 3" in out
     assert "  EQUALS_MATCH: L['x'] == 2" in out
     status, out = cli("cache", "show", stored[:40], "--json")

@@ -63,6 +63,7 @@ from ..compiler.schema import (
     export_guards,
     import_guards,
     source_from_json,
+    source_names,
     source_to_json,
 )
 from ..dispatch.entry import CacheEntry
@@ -403,7 +404,7 @@ class Persistence:
             return
         cid = str(entry.compile_id)
         try:
-            doc = export_guards(entry.check, arg_names=self.params)
+            doc = export_guards(entry.check, arg_names=self.params, shared_sources=True)
             eid = entry_id(doc)
         except (GuardSchemaError, ValueError) as e:  # a source with no JSON form, say
             self._event(f"{key}:-", "not stored", f"its guard set has no JSON form: {str(e)[:300]}", "-",
@@ -412,7 +413,7 @@ class Persistence:
         ref = f"{key}:{eid}"
         for g in doc["guards"]:
             if not g["portable"]:
-                names = ", ".join(s["name"] for s in g["sources"] if s["name"])
+                names = ", ".join(n for n in source_names(doc, g) if n)
                 on = f" on {names}" if names else ""
                 self._event(ref, "not stored", f"the {g['kind']} guard{on} is not "
                             f"portable: {g.get('reason')}", "-", cid)

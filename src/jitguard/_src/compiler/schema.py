@@ -5,13 +5,21 @@ the document and guard-record layer over the value codec of ``compiler/schema_va
 May import: errors, guards, sources, global_state, compiler.*.
 
 # [Note: Guard set schema]
-# A guard set is written as one JSON document (``schema_version`` 1, described by the JSON
-# Schema ``guard_set.schema.json`` shipped beside this module). Each guard is one leaf of
-# a check function: its kind's name, its sources, and what the kind expects (the params
-# the kind took from the frame it was built in), plus the guard's display text.
+# A guard set is written as one JSON document (described by the JSON Schema
+# ``guard_set.schema.json`` shipped beside this module). Each guard is one leaf of a check
+# function: its kind's name, its sources, and what the kind expects (the params the kind
+# took from the frame it was built in), plus the guard's display text.
 #   * Sources are written by class and dataclass fields, recursively; a class is found
 #     again by name among the loaded ``Source`` subclasses (so user and torch sources need
 #     no registration, only to be imported).
+#   * ``schema_version`` 1 writes each source in full wherever it is used. 2 (what the
+#     store writes, ``shared_sources=True``) writes each distinct source once, as a row of
+#     the document's ``source_table`` whose fields refer to earlier rows, and every use
+#     (a guard's source, a source in an expectation or in another source) as
+#     ``{"$": "ref", "i": row}``: a 12-layer GPT-2's 2,300 guard sources are 33,700
+#     nested sources written in full, and a few thousand rows in the table. Reading builds
+#     each row once; a reference to a row that is not earlier is refused, so a table
+#     cannot loop.
 #   * Expectations are JSON values, with tagged objects (``{"$": "tuple", ...}``) for what
 #     JSON lacks: tuples, non-finite floats, bytes, enum members, dicts with non-string
 #     keys, objects held by identity, and registered record types.
@@ -34,6 +42,7 @@ May import: errors, guards, sources, global_state, compiler.*.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.resources
 import json
@@ -55,6 +64,7 @@ from .schema_values import (
     register_schema_codec,
     register_schema_type,
     source_from_json,
+    source_table,
     source_to_json,
 )
 
@@ -70,10 +80,11 @@ __all__ = [
     "register_schema_codec",
     "register_schema_type",
     "source_from_json",
+    "source_names",
     "source_to_json",
 ]
 
-GUARD_SCHEMA_VERSION = 1
+GUARD_SCHEMA_VERSION = 2  # the newest this jitguard writes and reads
 _SCHEMA_FILE = "guard_set.schema.json"
 _DOC_KIND = "jitguard.guard_set"
 
@@ -131,7 +142,7 @@ def _leaves_of(guards: Union[CheckFunction, Iterable[Leaf]]) -> list[Leaf]:
 
 def _record_of(leaf: Leaf) -> dict[str, Any]:
     code = leaf.code()
-    sources = [source_to_json(s) for s in leaf.sources]  # GuardSchemaError if one has no form
+    sources = [_written_source(s) for s in leaf.sources]  # GuardSchemaError: no form
     out: dict[str, Any] = {"kind": leaf.kind.name, "sources": sources, "code": code}
     try:
         out["expect"] = _encode(leaf.params)
@@ -145,16 +156,27 @@ def _record_of(leaf: Leaf) -> dict[str, Any]:
     return out
 
 
+def _written_source(source: Source) -> dict[str, Any]:
+    try:
+        return _encode_source(source)
+    except _Unencodable as e:
+        raise GuardSchemaError(f"{source.name()} has no JSON form: {e.what}") from None
+
+
 def export_guards(
     guards: Union[CheckFunction, Iterable[Leaf], Iterable[GuardRecord]],
     *,
     name: Optional[str] = None,
     arg_names: Optional[Sequence[str]] = None,
+    shared_sources: bool = False,
 ) -> dict[str, Any]:
     """The guard-set document (a JSON-ready dict) of a ``CheckFunction``, of leaves, or of
     imported ``GuardRecord``s; ``name``/``arg_names`` default to the check function's.
+    ``shared_sources``: write each source once, in the document's ``source_table``
+    (schema_version 2: smaller, and faster to read, where many guards share the bases of
+    their sources); otherwise each source in full where it is used (schema_version 1).
     See [Note: Guard set schema]."""
-    doc: dict[str, Any] = {"schema_version": GUARD_SCHEMA_VERSION, "kind": _DOC_KIND}
+    doc: dict[str, Any] = {"schema_version": 2 if shared_sources else 1, "kind": _DOC_KIND}
     if isinstance(guards, CheckFunction):
         name = guards.name if name is None else name
         arg_names = guards.arg_names if arg_names is None else arg_names
@@ -162,13 +184,23 @@ def export_guards(
         doc["name"] = name
     doc["arg_names"] = list(arg_names) if arg_names is not None else None
     records = []
-    for item in (guards.leaves if isinstance(guards, CheckFunction) else guards):
-        if isinstance(item, GuardRecord):
-            records.append(_record_of_record(item))
-        else:
-            records.append(_record_of(item))
+    with contextlib.ExitStack() as stack:
+        if shared_sources:
+            doc["source_table"] = stack.enter_context(source_table())
+        for item in (guards.leaves if isinstance(guards, CheckFunction) else guards):
+            if isinstance(item, GuardRecord):
+                records.append(_record_of_record(item))
+            else:
+                records.append(_record_of(item))
     doc["guards"] = records
     return doc
+
+
+def source_names(doc: Mapping[str, Any], guard: Mapping[str, Any]) -> list[str]:
+    """The names of a written guard's sources, in a document of either schema version."""
+    table = doc.get("source_table") or []
+    rows = [table[s["i"]] if s.get("$") == "ref" else s for s in guard["sources"]]
+    return [str(r["name"]) for r in rows]
 
 
 def _record_of_record(rec: GuardRecord) -> dict[str, Any]:
@@ -210,8 +242,16 @@ def import_guards(doc: Union[Mapping[str, Any], str]) -> list[GuardRecord]:
         )
     if version < 1 or doc.get("kind") != _DOC_KIND or not isinstance(doc.get("guards"), list):
         raise GuardSchemaError(f"not a jitguard guard set (kind {doc.get('kind')!r})")
+    rows = doc.get("source_table", []) if version >= 2 else []
+    if not isinstance(rows, list):
+        raise GuardSchemaError(f"source_table is a list, got {type(rows).__name__}")
+    with source_table(rows):
+        return _import_records(doc["guards"])
+
+
+def _import_records(guards: list[Any]) -> list[GuardRecord]:
     out = []
-    for i, g in enumerate(doc["guards"]):
+    for i, g in enumerate(guards):
         where = f"guard {i}"
         if not isinstance(g, Mapping) or not isinstance(g.get("sources"), list):
             raise GuardSchemaError(f"{where}: {g!r} is not a guard")
@@ -230,10 +270,12 @@ def import_guards(doc: Union[Mapping[str, Any], str]) -> list[GuardRecord]:
 
 
 def guards_to_json(
-    guards: Union[CheckFunction, Iterable[Leaf], Iterable[GuardRecord]], **dumps: Any
+    guards: Union[CheckFunction, Iterable[Leaf], Iterable[GuardRecord]], *,
+    shared_sources: bool = False, **dumps: Any
 ) -> str:
-    """``export_guards`` as JSON text (keyword arguments go to ``json.dumps``)."""
-    return json.dumps(export_guards(guards), allow_nan=False, **dumps)
+    """``export_guards`` as JSON text (other keyword arguments go to ``json.dumps``)."""
+    doc = export_guards(guards, shared_sources=shared_sources)
+    return json.dumps(doc, allow_nan=False, **dumps)
 
 
 def compile_guard_records(

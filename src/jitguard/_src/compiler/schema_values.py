@@ -23,6 +23,8 @@ May import: _util, errors, guards, compiler.values, compiler.schema_homes.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import enum
 import json
@@ -30,7 +32,7 @@ import math
 import struct
 import sys
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Optional
 
 from .._util import JSON_INT_BITS, all_subclasses
@@ -45,6 +47,7 @@ __all__ = [
     "register_schema_codec",
     "register_schema_type",
     "source_from_json",
+    "source_table",
     "source_to_json",
 ]
 
@@ -148,7 +151,8 @@ def _encode(value: Any) -> Any:
     if tp is NotPortable:
         raise _Unencodable(value.type, value.id)
     if isinstance(value, Source):
-        return {"$": "source", "source": _encode_source(value)}
+        written = _encode_source(value)
+        return written if "$" in written else {"$": "source", "source": written}
     if tp is tuple:
         return {"$": "tuple", "items": [_encode(v) for v in value]}
     if tp is frozenset or tp is set:
@@ -313,6 +317,8 @@ def _decode(data: Any, where: str) -> Any:
             return Ident(_lookup(module, qualname))
         if tag == "source":
             return _decode_source(data["source"], where)
+        if tag == "ref":
+            return _decode_ref(data, where)
         if tag == "record":
             tp = _record_types.get(data["class"])
             if tp is None:
@@ -369,7 +375,49 @@ def _source_type_name(cls: type) -> str:
     return _class_key(cls)
 
 
+class _Table:
+    """The source table of one document being written or read (schema_version 2,
+    [Note: Guard set schema]): its rows, and each source's row (writing) or each row's
+    source once built (reading)."""
+
+    __slots__ = ("built", "ceiling", "index", "rows")
+
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+        self.index: dict[Source, int] = {}
+        self.built: dict[int, Source] = {}
+        self.ceiling = len(rows)  # a row may refer only to rows before it
+
+
+_table: contextvars.ContextVar[Optional[_Table]] = contextvars.ContextVar(
+    "jitguard_source_table", default=None)
+
+
+@contextlib.contextmanager
+def source_table(rows: Optional[list[Any]] = None) -> Iterator[list[Any]]:
+    """While open, on this thread: each source written goes once into the table (the list
+    yielded) and is written as ``{"$": "ref", "i": row}``; given the ``rows`` of a
+    document read, its references are read from them."""
+    token = _table.set(_Table([] if rows is None else rows))
+    try:
+        yield _table.get().rows  # type: ignore[union-attr]
+    finally:
+        _table.reset(token)
+
+
 def _encode_source(source: Source) -> dict[str, Any]:
+    table = _table.get()
+    if table is None:
+        return _source_row(source)
+    row = table.index.get(source)
+    if row is None:
+        written = _source_row(source)  # its own sources first: a row refers back only
+        row = table.index[source] = len(table.rows)
+        table.rows.append(written)
+    return {"$": "ref", "i": row}
+
+
+def _source_row(source: Source) -> dict[str, Any]:
     if not dataclasses.is_dataclass(source):
         raise _Unencodable(f"a {type(source).__name__} source (not a dataclass)")
     fields = {
@@ -380,7 +428,26 @@ def _encode_source(source: Source) -> dict[str, Any]:
     return {"type": _source_type_name(type(source)), "name": source.name(), "fields": fields}
 
 
+def _decode_ref(data: Any, where: str) -> Source:
+    """The source of table row ``data["i"]``, built once per document."""
+    table = _table.get()
+    i = data.get("i")
+    if table is None or type(i) is not int or not 0 <= i < table.ceiling:
+        raise GuardSchemaError(
+            f"{where}: {data!r} refers to no earlier row of the document's source table")
+    source = table.built.get(i)
+    if source is None:
+        outer, table.ceiling = table.ceiling, i
+        try:
+            source = table.built[i] = _decode_source(table.rows[i], where)
+        finally:
+            table.ceiling = outer
+    return source
+
+
 def _decode_source(data: Any, where: str) -> Source:
+    if isinstance(data, dict) and data.get("$") == "ref":
+        return _decode_ref(data, where)
     if not isinstance(data, dict) or "type" not in data or "fields" not in data:
         raise GuardSchemaError(f"{where}: {data!r} is not a source")
     classes = _source_classes(data["type"]).get(data["type"], [])
