@@ -674,3 +674,109 @@ def test_finding_a_code_s_home_survives_module_objects_that_raise() -> None:
     check = jg.compile_guards([jg.LocalSource("c").make_guard(GB.ID_MATCH)],
                               f_locals={"c": scope["make"]().__code__})
     assert jg.export_guards(check)["guards"][0]["portable"] is False
+
+
+# ---- homes of run-time classes, wrapped functions and module-level instances ---------------
+
+_HOMES_SOURCE = '''
+def make(fn):
+    class Func:
+        def forward(self, *args):
+            return fn(*args)
+    return Func()
+
+
+def apply(x):
+    return x + 1
+
+
+apply = make(apply)
+SETTINGS = make(len)
+'''
+
+
+@pytest.fixture
+def homes_module(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A loaded module (with a file of its own) in the pattern of kernels' hub wrappers: a
+    module-level function replaced by an instance of a class made in a function, whose
+    method closes over it."""
+    import sys
+    import types
+
+    name = "jg_schema_homes_case"
+    mod = types.ModuleType(name)
+    mod.__file__ = f"/nonexistent/{name}.py"
+    exec(compile(_HOMES_SOURCE, mod.__file__, "exec"), vars(mod))
+    monkeypatch.setitem(sys.modules, name, mod)
+    return mod
+
+
+def _exported(kind: Any, value: Any) -> dict[str, Any]:
+    check = jg.compile_guards([jg.LocalSource("v").make_guard(kind)], f_locals={"v": value})
+    doc = jg.export_guards(check, shared_sources=True)
+    _validate(doc)
+    (guard,) = [g for g in doc["guards"] if g["kind"] != "GLOBAL_STATE"]
+    return guard
+
+
+def test_a_class_made_at_run_time_re_binds_as_the_type_of_a_module_level_object(
+        homes_module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TYPE_MATCH on a class made inside a function: written as the type of the
+    module-level object of that class (each call of ``make`` makes another class: SETTINGS
+    is of none but its own), read back as that object's type; refused when the object
+    there is now of another class."""
+    from jitguard._src.compiler.schema_homes import decode_class
+
+    cls = type(homes_module.apply)
+    guard = _exported(GB.TYPE_MATCH, homes_module.apply)
+    assert guard["portable"] is True, guard
+    assert guard["expect"]["type_of"] == "jg_schema_homes_case:apply"
+    assert guard["expect"]["made_as"] == "jg_schema_homes_case:make.<locals>.Func"
+    check = jg.compile_guards([jg.LocalSource("v").make_guard(GB.TYPE_MATCH)],
+                              f_locals={"v": homes_module.apply})
+    doc = jg.export_guards(check, shared_sources=True)
+    (rec,) = [r for r in jg.import_guards(doc) if r.kind == "TYPE_MATCH"]
+    assert rec.params.get() is cls
+    monkeypatch.setattr(homes_module, "SETTINGS", object())
+    monkeypatch.setattr(homes_module, "apply", object())
+    with pytest.raises(jg.GuardSchemaError, match="is a builtins:object in this process"):
+        decode_class(guard["expect"], "t")
+
+
+def test_a_function_wrapped_by_an_instance_re_binds_through_its_class_closure(
+        homes_module: Any) -> None:
+    """ID_MATCH on the code of a module-level function that a decorator replaced by an
+    instance closing over it: portable as that module attribute, and read back as the very
+    same code object."""
+    from jitguard._src.compiler.schema_homes import decode_code
+
+    code = type(homes_module.apply).forward.__closure__[0].cell_contents.__code__
+    guard = _exported(GB.ID_MATCH, code)
+    assert guard["portable"] is True, guard
+    assert guard["expect"]["code"] == "jg_schema_homes_case:apply"
+    assert decode_code(guard["expect"], "t") is code
+
+
+def test_a_module_level_instance_re_binds_only_where_a_rule_allows_it(
+        homes_module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ID_MATCH on a module-level instance: not portable by default (its state in another
+    process may differ unguarded); with a rule that accepts it, written by its name and
+    type and read back as the object living there, refused once that is of another type.
+    A module-level value (a big int) held by identity stays not portable either way."""
+    from jitguard._src.compiler import schema_homes
+
+    assert _exported(GB.ID_MATCH, homes_module.apply)["portable"] is False
+    monkeypatch.setattr(schema_homes, "_instance_rules", [])
+    schema_homes.rebind_instances(lambda o: type(o).__name__ == "Func")
+    guard = _exported(GB.ID_MATCH, homes_module.apply)
+    assert guard["portable"] is True, guard
+    assert guard["expect"]["class"] == "jg_schema_homes_case:apply"
+    assert guard["expect"]["instance_of"] == "jg_schema_homes_case:make.<locals>.Func"
+    assert schema_homes.decode_instance(guard["expect"], "t") is homes_module.apply
+    homes_module.BIG = 10**30
+    schema_homes.rebind_instances(lambda o: True)
+    assert _exported(GB.ID_MATCH, homes_module.BIG)["portable"] is False
+    monkeypatch.setattr(homes_module, "apply", len)
+    with pytest.raises(jg.GuardSchemaError, match="is a builtins:builtin_function_or_method"):
+        schema_homes.decode_instance(guard["expect"], "t")
+

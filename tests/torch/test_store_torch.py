@@ -410,3 +410,40 @@ def test_store_a_decorated_forward_like_transformers(tmp_path: Path) -> None:
     assert second["compiles"] == 0 and second["equal"], second
     assert [e[0] for e in second["events"]] == ["loaded"]
 
+
+
+QWEN3_RUNNER = '''
+import json, sys
+import torch
+import transformers
+import jitguard as jg, jitguard.torch as jgt
+
+torch.manual_seed(0)
+cfg = transformers.Qwen3Config(vocab_size=128, hidden_size=32, intermediate_size=64,
+                               num_hidden_layers=2, num_attention_heads=2,
+                               num_key_value_heads=1, head_dim=16, use_cache=False)
+m = transformers.Qwen3ForCausalLM(cfg).eval()
+ids = torch.arange(6).reshape(1, 6)
+with torch.no_grad():
+    expected = m(input_ids=ids, use_cache=False).logits
+    c = jgt.compile(m, backend="eager", store=jg.Store(sys.argv[1]))
+    y = c(input_ids=ids, use_cache=False).logits
+out = {"compiles": c.cache.stats().compiles, "equal": bool(torch.equal(y, expected)),
+       "events": [[e.outcome, e.reason] for e in c.cache.store_events()]}
+print("RESULT " + json.dumps(out))
+'''
+
+
+def test_store_a_transformers_qwen3_with_hub_kernel_wrappers(tmp_path: Path) -> None:
+    """transformers' Qwen3, whose rotary embedding is a kernels hub wrapper (a module-level
+    function replaced by an nn.Module of a class made at run time, closing over it): stored
+    in one process, loaded in the next without compiling, with eager's output."""
+    pytest.importorskip("transformers")
+    (tmp_path / "runner.py").write_text(QWEN3_RUNNER)
+    store = str(tmp_path / "store")
+    first = run(tmp_path, store)
+    assert first["compiles"] == 1 and [e[0] for e in first["events"]] == ["saved"], first
+    assert first["equal"]
+    second = run(tmp_path, store)
+    assert second["compiles"] == 0 and second["equal"], second
+    assert [e[0] for e in second["events"]] == ["loaded"]

@@ -54,6 +54,7 @@ from ..guards import Source
 from .builder import Leaf
 from .check import CheckFunction
 from .kinds import GuardKind, create_fn_for, get_guard_kind
+from .schema_homes import module_objects
 from .schema_values import (
     NotPortable,
     _decode,
@@ -185,6 +186,7 @@ def export_guards(
     doc["arg_names"] = list(arg_names) if arg_names is not None else None
     records = []
     with contextlib.ExitStack() as stack:
+        stack.enter_context(module_objects())  # [Note: Objects found at module level]
         if shared_sources:
             doc["source_table"] = stack.enter_context(source_table())
         for item in (guards.leaves if isinstance(guards, CheckFunction) else guards):

@@ -35,6 +35,41 @@ May import: errors.
 # fingerprint of every traced code ([Note: Stored captures]), as for any code re-bound by
 # name.
 #
+# [Note: Functions wrapped by an instance]
+# A decorator may replace a module-level function by an instance of a class whose methods
+# close over it (kernels' ``use_kernel_forward_from_hub``: ``apply_rotary_pos_emb`` is a
+# ``Func`` module whose ``forward`` calls the function from a closure cell). The
+# function's code is then found from the module attribute of its qualname as the one code
+# of that qualname held in a closure cell of the instance's class's own methods, on
+# writing and on reading alike; two such codes make it not portable.
+#
+# [Note: Objects found at module level]
+# An instance held by identity means "this very object" to the process that made it, and
+# what an artifact assumed of it (a frozen config's fields baked into a kernel) need not
+# be guarded: ``ID_MATCH`` held for it. In another process the object at the same name
+# may hold other state, so an instance is re-bound by name only where a registered rule
+# (``rebind_instances``) says every fact the artifact depends on is guarded apart: the
+# torch frontend says so of ``nn.Module`` instances, whose attributes Dynamo guards as it
+# reads them and whose parameters are graph inputs (kernels' ``apply_rotary_pos_emb``
+# wrapper is one, held in a closure of the decorated ``forward``). Such an instance is
+# written by a module-level name it lives at (``"class": "module:name"``, the first in
+# sorted order, taken only when looking that name up gives back this very object) and
+# its type's ``module:qualname`` (``instance_of``), and read back as the object living
+# there, refused unless its type still has that module and qualname. Finding the names
+# scans every loaded module's namespace once per document written (``module_objects``).
+#
+# [Note: Classes made at run time]
+# A class made inside a function (``_create_func_module.<locals>.Func``, one per function
+# that kernels' ``use_kernel_forward_from_hub`` wraps) has no name to be found by, but an
+# instance of it may live at module level (the wrapped function's module attribute is
+# one). Such a class is written as the type of that module-level object (``type_of``:
+# ``module:name``, the first in sorted order whose type is this very class) with its own
+# ``module:qualname`` (``made_as``), and read back as the type of the object living there,
+# refused unless that type has the recorded module and qualname. This is [Note:
+# Re-binding by name] with the object's name standing for the class's; what checks that
+# the class's methods are the same program is the store's fingerprint of every traced
+# code ([Note: Stored captures]), as for any class re-bound by name.
+#
 # [Note: Frozen modules]
 # CPython ships some standard modules frozen into the interpreter (``os``,
 # ``_collections_abc``, ...): their codes' ``co_filename`` is ``<frozen NAME>``, not the
@@ -46,20 +81,34 @@ May import: errors.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Optional
 
 from ..errors import GuardSchemaError
 
-__all__ = ["code_home", "code_qualname", "decode_code", "lookup"]
+__all__ = [
+    "class_home",
+    "code_home",
+    "code_qualname",
+    "decode_class",
+    "decode_code",
+    "decode_instance",
+    "instance_home",
+    "lookup",
+    "module_objects",
+    "rebind_instances",
+]
 
 _CHAIN_LIMIT = 100
 # A class's own namespace and qualname, read by type's descriptors: a metaclass may raise
 # or compute when asked for them.
 _TYPE_DICT = type.__dict__["__dict__"].__get__
 _TYPE_QUALNAME = type.__dict__["__qualname__"].__get__
+_TYPE_MODULE = type.__dict__["__module__"].__get__
 
 
 def lookup(module: str, qualname: str) -> Any:
@@ -102,12 +151,30 @@ def _functions(fn: Any) -> Iterator[Any]:
 
 
 def _chain_code(fn: Any, qualname: str) -> Optional[types.CodeType]:
-    """The code of the function of ``qualname`` along ``fn``'s chain; None if none is."""
+    """The code of the function of ``qualname`` along ``fn``'s chain, or for an instance
+    that wraps it, held in a closure cell of its class's own methods ([Note: Functions
+    wrapped by an instance]); None if none is."""
     for part in _functions(fn):
         code = getattr(part, "__code__", None)
         if isinstance(code, types.CodeType) and _named(code, qualname):
             return code
-    return None
+    if isinstance(fn, (type, types.FunctionType, types.ModuleType)):
+        return None
+    found = {id(c): c for c in _closure_codes(type(fn)) if _named(c, qualname)}
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _closure_codes(cls: type) -> Iterator[types.CodeType]:
+    """The codes of the functions held in the closure cells of ``cls``'s own methods."""
+    for member in list(_TYPE_DICT(cls).values()):
+        for cell in getattr(member, "__closure__", None) or ():
+            try:
+                held = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            code = getattr(held, "__code__", None) if isinstance(held, types.FunctionType) else None
+            if isinstance(code, types.CodeType):
+                yield code
 
 
 def _nested(outer: types.CodeType) -> Iterator[types.CodeType]:
@@ -300,3 +367,113 @@ def decode_code(data: Mapping[str, Any], where: str) -> types.CodeType:
                 f"{where}: {data['code']} holds no single code object named {nested!r}")
         code = inner
     return code
+
+
+def _class_key(cls: type) -> str:
+    return f"{_TYPE_MODULE(cls)}:{_TYPE_QUALNAME(cls)}"
+
+
+def class_home(cls: type) -> Optional[dict[str, Any]]:
+    """A class with no home of its name (made inside a function), by a module-level object
+    that is an instance of it ([Note: Classes made at run time]); None if there is none."""
+    found = _module_objects().by_type.get(id(cls))
+    if not found:
+        return None
+    return {"$": "object", "type_of": min(found), "made_as": _class_key(cls)}
+
+
+def decode_class(data: Mapping[str, Any], where: str) -> type:
+    """The class ``class_home`` wrote: the type of the object living at ``type_of``, when
+    it is still the recorded class by module and qualname."""
+    module, _, name = str(data["type_of"]).partition(":")
+    cls = type(lookup(module, name))
+    if _class_key(cls) != data["made_as"]:
+        raise GuardSchemaError(
+            f"{where}: {data['type_of']} is a {_class_key(cls)} in this process, a "
+            f"{data['made_as']} where the guard set was written")
+    return cls
+
+
+class _Scan:
+    """Every module-level object's names (``module:name``), by the object's id and by its
+    type's id: made at most once per document written."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, list[str]] = {}
+        self.by_type: dict[int, list[str]] = {}
+        for mod_name, mod in list(sys.modules.items()):
+            try:
+                tops = list(vars(mod).items())
+            except TypeError:
+                continue
+            for name, top in tops:
+                if isinstance(name, str) and "." not in name:
+                    where = f"{mod_name}:{name}"
+                    self.by_id.setdefault(id(top), []).append(where)
+                    self.by_type.setdefault(id(type(top)), []).append(where)
+
+
+_scans: contextvars.ContextVar[Optional[list[_Scan]]] = contextvars.ContextVar(
+    "jitguard_module_objects", default=None)
+
+
+@contextlib.contextmanager
+def module_objects() -> Iterator[None]:
+    """While open, on this thread: the loaded modules' namespaces are scanned at most once
+    ([Note: Objects found at module level])."""
+    token = _scans.set([])
+    try:
+        yield
+    finally:
+        _scans.reset(token)
+
+
+def _module_objects() -> _Scan:
+    memo = _scans.get()
+    if memo is None:
+        return _Scan()
+    if not memo:
+        memo.append(_Scan())
+    return memo[0]
+
+
+# Objects that stand for their value: held by identity they are never re-bound by a name
+# (a module constant 5 is not "the object 5" in another process).
+_VALUES = (int, float, complex, str, bytes, bool, tuple, frozenset, range, slice, type(None))
+
+
+_instance_rules: list[Callable[[Any], bool]] = []
+
+
+def rebind_instances(rule: Callable[[Any], bool]) -> None:
+    """Let instances ``rule`` accepts be re-bound by a module-level name they live at
+    ([Note: Objects found at module level]: only where every fact an artifact may assume
+    of the object is guarded apart)."""
+    if rule not in _instance_rules:
+        _instance_rules.append(rule)
+
+
+def instance_home(obj: Any) -> Optional[dict[str, Any]]:
+    """``obj`` by a module-level name it lives at and its type ([Note: Objects found at
+    module level]); None if it lives at none, or no rule lets it be re-bound."""
+    if type(obj) in _VALUES or not any(rule(obj) for rule in list(_instance_rules)):
+        return None
+    for where in sorted(_module_objects().by_id.get(id(obj), [])):
+        module, _, name = where.partition(":")
+        try:
+            if lookup(module, name) is obj:
+                return {"$": "object", "class": where, "instance_of": _class_key(type(obj))}
+        except GuardSchemaError:
+            continue
+    return None
+
+
+def decode_instance(data: Mapping[str, Any], where: str) -> Any:
+    """The object ``instance_home`` wrote, refused unless its type is the recorded one."""
+    module, _, name = str(data["class"]).partition(":")
+    obj = lookup(module, name)
+    if _class_key(type(obj)) != data["instance_of"]:
+        raise GuardSchemaError(
+            f"{where}: {data['class']} is a {_class_key(type(obj))} in this process, a "
+            f"{data['instance_of']} where the guard set was written")
+    return obj

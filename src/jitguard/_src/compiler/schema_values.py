@@ -38,7 +38,14 @@ from typing import Any, Optional
 from .._util import JSON_INT_BITS, all_subclasses
 from ..errors import GuardSchemaError
 from ..guards import Source
-from .schema_homes import code_home, decode_code
+from .schema_homes import (
+    class_home,
+    code_home,
+    decode_class,
+    decode_code,
+    decode_instance,
+    instance_home,
+)
 from .schema_homes import lookup as _lookup
 from .values import Ident, is_long_lived, type_name
 
@@ -231,7 +238,11 @@ def _home_by_name(obj: Any) -> Optional[dict[str, Any]]:
         return None
     if isinstance(obj, types.CodeType):
         return code_home(obj)
-    return None
+    if isinstance(obj, type):
+        return class_home(obj)  # [Note: Classes made at run time]
+    if isinstance(obj, (types.FunctionType, types.ModuleType)):
+        return None
+    return instance_home(obj)  # [Note: Objects found at module level]
 
 
 def _enum_home(member: enum.Enum) -> Optional[dict[str, Any]]:
@@ -313,6 +324,10 @@ def _decode(data: Any, where: str) -> Any:
                 return Ident(_decode_enum_member(data, where))
             if "code" in data:
                 return Ident(decode_code(data, where))
+            if "type_of" in data:
+                return Ident(decode_class(data, where))
+            if "instance_of" in data:
+                return Ident(decode_instance(data, where))
             module, _, qualname = data["class"].partition(":")
             return Ident(_lookup(module, qualname))
         if tag == "source":

@@ -23,10 +23,17 @@ __all__ = [
     "by_id_global",
     "dump_code",
     "dump_compiled",
+    "is_module",
     "load_code",
     "load_compiled",
     "reserve_unique_ids",
 ]
+
+def is_module(obj: Any) -> bool:
+    """Whether ``obj`` is an ``nn.Module`` (re-bound by name in a stored entry: [Note:
+    Objects found at module level])."""
+    return isinstance(obj, torch.nn.Module)
+
 
 # What ``aot_compile_fullgraph`` sets while the backend compiles, so that an AOTAutograd
 # backend ("aot_eager", "inductor") returns a compiled function with a ``serialize``.

@@ -70,7 +70,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from ..compiler.schema_homes import code_home, decode_code
+from ..compiler.schema_homes import code_home, decode_code, rebind_instances
 from ..errors import ArtifactError, GuardSchemaError
 from . import adapter_runtime, adapter_stored
 
@@ -78,6 +78,11 @@ __all__ = ["FORMAT", "dump", "function_global", "load", "traced_fingerprints"]
 
 FORMAT = 2  # 2: traced code by its home ([Note: Re-binding by name])
 _load_ids = itertools.count()
+
+# [Note: Objects found at module level]: Dynamo guards what it reads of a module (its
+# dicts' keys, types, hooks, flags) and makes its parameters and buffers graph inputs, so a
+# module held by identity may be re-bound by the module-level name it lives at.
+rebind_instances(adapter_stored.is_module)
 
 
 def _const_text(value: Any) -> Any:
