@@ -160,21 +160,21 @@ def _chain_code(fn: Any, qualname: str) -> Optional[types.CodeType]:
             return code
     if isinstance(fn, (type, types.FunctionType, types.ModuleType)):
         return None
-    found = {id(c): c for c in _closure_codes(type(fn)) if _named(c, qualname)}
+    found = {id(f.__code__): f.__code__ for f in _closure_functions(type(fn))
+             if _named(f.__code__, qualname)}
     return next(iter(found.values())) if len(found) == 1 else None
 
 
-def _closure_codes(cls: type) -> Iterator[types.CodeType]:
-    """The codes of the functions held in the closure cells of ``cls``'s own methods."""
+def _closure_functions(cls: type) -> Iterator[types.FunctionType]:
+    """The functions held in the closure cells of ``cls``'s own methods."""
     for member in list(_TYPE_DICT(cls).values()):
         for cell in getattr(member, "__closure__", None) or ():
             try:
                 held = cell.cell_contents
             except ValueError:  # an empty cell
                 continue
-            code = getattr(held, "__code__", None) if isinstance(held, types.FunctionType) else None
-            if isinstance(code, types.CodeType):
-                yield code
+            if isinstance(held, types.FunctionType):
+                yield held
 
 
 def _nested(outer: types.CodeType) -> Iterator[types.CodeType]:
@@ -207,6 +207,10 @@ def _qualnames(code: types.CodeType, modules: list[Any]) -> list[str]:
         for obj in tops + members:
             try:  # a user's object may raise on any attribute read: it is no candidate
                 found.extend(_candidates(obj, code))
+                if not isinstance(obj, (type, types.FunctionType, types.ModuleType)):
+                    # [Note: Functions wrapped by an instance]
+                    found.extend(f.__qualname__ for f in _closure_functions(type(obj))
+                                 if f.__code__ is code)
             except Exception:
                 continue
     return list(dict.fromkeys(found))
