@@ -263,10 +263,17 @@ def _import_records(guards: list[Any]) -> list[GuardRecord]:
         except KeyError as e:
             raise GuardSchemaError(f"{where}: missing {e.args[0]!r}") from None
         sources = tuple(_decode_source(s, where) for s in g["sources"])
-        where = f"the {kind} guard on {', '.join(s.name() for s in sources)}"
-        params = _decode(expect, where)
-        if portable == isinstance(params, NotPortable):
-            raise GuardSchemaError(f"{where}: 'portable' disagrees with its expectation")
+        try:
+            params = _decode(expect, where)
+            if portable == isinstance(params, NotPortable):
+                raise GuardSchemaError(f"{where}: 'portable' disagrees with its expectation")
+        except GuardSchemaError as e:
+            # named by its sources only when it is refused (naming thousands costs)
+            message = str(e)
+            if message.startswith(where):
+                named = f"the {kind} guard on {', '.join(s.name() for s in sources)}"
+                message = named + message[len(where):]
+            raise GuardSchemaError(message) from None
         out.append(GuardRecord(kind, sources, params, code, portable, g.get("reason")))
     return out
 

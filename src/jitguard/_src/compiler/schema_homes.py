@@ -208,7 +208,7 @@ def _qualnames(code: types.CodeType, modules: list[Any]) -> list[str]:
             try:  # a user's object may raise on any attribute read: it is no candidate
                 found.extend(_candidates(obj, code))
                 if not isinstance(obj, (type, types.FunctionType, types.ModuleType)):
-                    # [Note: Functions wrapped by an instance]
+                    # as [Note: Functions wrapped by an instance] finds it
                     found.extend(f.__qualname__ for f in _closure_functions(type(obj))
                                  if f.__code__ is code)
             except Exception:
