@@ -282,47 +282,53 @@ def _member_home(code: types.CodeType) -> Optional[dict[str, Any]]:
     ``os`` deletes), by the member it is ([Note: Class members made by exec]); None if no
     such class or object holds it."""
     name = code.co_name
+    for mod_name, top_name, top in _module_tops():
+        # type() and the class's own dict only, read by type's own descriptors (a
+        # metaclass may raise or compute on __qualname__ or __dict__): a module's
+        # other objects may warn or compute when asked for an attribute
+        if issubclass(type(top), type):
+            ns = _TYPE_DICT(top)
+            if ns.get("__module__") != mod_name:
+                continue
+            where, holder = _TYPE_QUALNAME(top), ns
+        else:
+            holder = _plain_instance_dict(top)
+            if holder is None or not isinstance(top_name, str):
+                continue
+            where = top_name
+        # by its own name first; an object may hold it under another (os.environ's
+        # encodekey is os._createenviron's encode)
+        keys = [name] if name in holder else []
+        keys += [k for k in list(holder) if isinstance(k, str) and k != name
+                 and not issubclass(type(top), type)]
+        for key in keys:
+            member = holder.get(key)
+            try:  # a user's object may raise on any attribute read
+                held = member is not None and any(
+                    getattr(f, "__code__", None) is code for f in _functions(member))
+            except Exception:
+                held = False
+            if not held:
+                continue
+            home = {"$": "object", "code": f"{mod_name}:{where}.{key}",
+                    "member": code_qualname(code)}
+            try:
+                if decode_code(home, "") is code:
+                    return home
+            except GuardSchemaError:
+                continue
+    return None
+
+
+def _module_tops() -> Iterator[tuple[str, Any, Any]]:
+    """(module name, name, object) of every loaded module's namespace."""
     for mod_name, mod in list(sys.modules.items()):
         try:
             tops = list(vars(mod).items())
         except TypeError:
             continue
-        for top_name, top in tops:
-            # type() and the class's own dict only, read by type's own descriptors (a
-            # metaclass may raise or compute on __qualname__ or __dict__): a module's
-            # other objects may warn or compute when asked for an attribute
-            if issubclass(type(top), type):
-                ns = _TYPE_DICT(top)
-                if ns.get("__module__") != mod_name:
-                    continue
-                where, holder = _TYPE_QUALNAME(top), ns
-            else:
-                holder = _plain_instance_dict(top)
-                if holder is None or not isinstance(top_name, str):
-                    continue
-                where = top_name
-            # by its own name first; an object may hold it under another (os.environ's
-            # encodekey is os._createenviron's encode)
-            keys = [name] if name in holder else []
-            keys += [k for k in list(holder) if isinstance(k, str) and k != name
-                     and not issubclass(type(top), type)]
-            for key in keys:
-                member = holder.get(key)
-                try:  # a user's object may raise on any attribute read
-                    held = member is not None and any(
-                        getattr(f, "__code__", None) is code for f in _functions(member))
-                except Exception:
-                    held = False
-                if not held:
-                    continue
-                home = {"$": "object", "code": f"{mod_name}:{where}.{key}",
-                        "member": code_qualname(code)}
-                try:
-                    if decode_code(home, "") is code:
-                        return home
-                except GuardSchemaError:
-                    continue
-    return None
+        for name, top in tops:
+            yield mod_name, name, top
 
 
 def _plain_instance_dict(obj: Any) -> Optional[dict[str, Any]]:
@@ -405,16 +411,11 @@ class _Scan:
     def __init__(self) -> None:
         self.by_id: dict[int, list[str]] = {}
         self.by_type: dict[int, list[str]] = {}
-        for mod_name, mod in list(sys.modules.items()):
-            try:
-                tops = list(vars(mod).items())
-            except TypeError:
-                continue
-            for name, top in tops:
-                if isinstance(name, str) and "." not in name:
-                    where = f"{mod_name}:{name}"
-                    self.by_id.setdefault(id(top), []).append(where)
-                    self.by_type.setdefault(id(type(top)), []).append(where)
+        for mod_name, name, top in _module_tops():
+            if isinstance(name, str) and "." not in name:
+                where = f"{mod_name}:{name}"
+                self.by_id.setdefault(id(top), []).append(where)
+                self.by_type.setdefault(id(type(top)), []).append(where)
 
 
 _scans: contextvars.ContextVar[Optional[list[_Scan]]] = contextvars.ContextVar(
