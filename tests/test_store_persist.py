@@ -717,3 +717,38 @@ def test_store_is_a_log_name() -> None:
 
     assert "store" in logs.LOGS
     assert logs.get_logger("store").name == "jitguard.store"
+
+
+class CollectorSeen(Plain):
+    """Plain, noting whether the garbage collector was on when it deserialized."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[bool] = []
+
+    def deserialize(self, data: bytes, fn: Any) -> Any:
+        import gc
+
+        self.seen.append(gc.isenabled())
+        return fn
+
+
+@pytest.mark.parametrize("was_on", [True, False])
+def test_loading_pauses_the_collector_and_restores_it(store_dir: Path, was_on: bool) -> None:
+    """An entry is re-bound with the garbage collector paused ([Note: Loading without
+    collections]); after the load the collector is as it was, on or off."""
+    import gc
+
+    compiler = CollectorSeen()
+    f = specialize_(add, compiler=compiler, store=store_dir)
+    f(1, 2)
+    jitguard.cache_of(f).clear()
+    enabled = gc.isenabled()
+    try:
+        gc.enable() if was_on else gc.disable()
+        assert f(1, 2) == 3
+        assert gc.isenabled() is was_on
+    finally:
+        gc.enable() if enabled else gc.disable()
+    assert compiler.seen == [False] and compiler.compiles == 1
+    assert [e.outcome for e in jitguard.cache_of(f).store_events()][-1] == "loaded"
