@@ -143,7 +143,7 @@ def _leaves_of(guards: Union[CheckFunction, Iterable[Leaf]]) -> list[Leaf]:
 
 def _record_of(leaf: Leaf) -> dict[str, Any]:
     code = leaf.code()
-    sources = [_written_source(s) for s in leaf.sources]  # GuardSchemaError: no form
+    sources = [source_to_json(s) for s in leaf.sources]  # GuardSchemaError if one has no form
     out: dict[str, Any] = {"kind": leaf.kind.name, "sources": sources, "code": code}
     try:
         out["expect"] = _encode(leaf.params)
@@ -155,13 +155,6 @@ def _record_of(leaf: Leaf) -> dict[str, Any]:
         out["portable"] = False
         out["reason"] = f"expects {e.what}"
     return out
-
-
-def _written_source(source: Source) -> dict[str, Any]:
-    try:
-        return _encode_source(source)
-    except _Unencodable as e:
-        raise GuardSchemaError(f"{source.name()} has no JSON form: {e.what}") from None
 
 
 def export_guards(

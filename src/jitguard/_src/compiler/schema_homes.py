@@ -92,6 +92,7 @@ from ..errors import GuardSchemaError
 
 __all__ = [
     "class_home",
+    "class_key",
     "code_home",
     "code_qualname",
     "decode_class",
@@ -379,7 +380,9 @@ def decode_code(data: Mapping[str, Any], where: str) -> types.CodeType:
     return code
 
 
-def _class_key(cls: type) -> str:
+def class_key(cls: type) -> str:
+    """``module:qualname`` of a class, read by type's own descriptors (a metaclass may
+    compute or raise on them)."""
     return f"{_TYPE_MODULE(cls)}:{_TYPE_QUALNAME(cls)}"
 
 
@@ -389,7 +392,7 @@ def class_home(cls: type) -> Optional[dict[str, Any]]:
     found = _module_objects().by_type.get(id(cls))
     if not found:
         return None
-    return {"$": "object", "type_of": min(found), "made_as": _class_key(cls)}
+    return {"$": "object", "type_of": min(found), "made_as": class_key(cls)}
 
 
 def decode_class(data: Mapping[str, Any], where: str) -> type:
@@ -397,9 +400,9 @@ def decode_class(data: Mapping[str, Any], where: str) -> type:
     it is still the recorded class by module and qualname."""
     module, _, name = str(data["type_of"]).partition(":")
     cls = type(lookup(module, name))
-    if _class_key(cls) != data["made_as"]:
+    if class_key(cls) != data["made_as"]:
         raise GuardSchemaError(
-            f"{where}: {data['type_of']} is a {_class_key(cls)} in this process, a "
+            f"{where}: {data['type_of']} is a {class_key(cls)} in this process, a "
             f"{data['made_as']} where the guard set was written")
     return cls
 
@@ -467,7 +470,7 @@ def instance_home(obj: Any) -> Optional[dict[str, Any]]:
         module, _, name = where.partition(":")
         try:
             if lookup(module, name) is obj:
-                return {"$": "object", "class": where, "instance_of": _class_key(type(obj))}
+                return {"$": "object", "class": where, "instance_of": class_key(type(obj))}
         except GuardSchemaError:
             continue
     return None
@@ -477,8 +480,8 @@ def decode_instance(data: Mapping[str, Any], where: str) -> Any:
     """The object ``instance_home`` wrote, refused unless its type is the recorded one."""
     module, _, name = str(data["class"]).partition(":")
     obj = lookup(module, name)
-    if _class_key(type(obj)) != data["instance_of"]:
+    if class_key(type(obj)) != data["instance_of"]:
         raise GuardSchemaError(
-            f"{where}: {data['class']} is a {_class_key(type(obj))} in this process, a "
+            f"{where}: {data['class']} is a {class_key(type(obj))} in this process, a "
             f"{data['instance_of']} where the guard set was written")
     return obj

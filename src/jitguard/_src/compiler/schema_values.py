@@ -40,6 +40,7 @@ from ..errors import GuardSchemaError
 from ..guards import Source
 from .schema_homes import (
     class_home,
+    class_key,
     code_home,
     decode_class,
     decode_code,
@@ -89,7 +90,7 @@ def register_schema_type(tp: type) -> type:
     whose fields are themselves writable (returns ``tp``, so it works as a decorator)."""
     if not (dataclasses.is_dataclass(tp) or _is_namedtuple(tp)):
         raise TypeError(f"register_schema_type takes a dataclass or NamedTuple, got {tp!r}")
-    _record_types[_class_key(tp)] = tp
+    _record_types[class_key(tp)] = tp
     return tp
 
 
@@ -108,7 +109,7 @@ def register_schema_codec(
     reason), ``decode(value)`` rebuilds the object (raising ``GuardSchemaError`` or
     ``ValueError`` when it cannot). ``name`` (default ``module:qualname`` of ``tp``) is
     what the document records."""
-    key = name or _class_key(tp)
+    key = name or class_key(tp)
     if subclasses:
         _base_codecs.append((tp, (key, encode)))
     else:
@@ -127,10 +128,6 @@ def _codec_for(tp: type) -> Optional[tuple[str, Callable[[Any], Any]]]:
 
 def _is_namedtuple(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
-
-
-def _class_key(tp: type) -> str:
-    return f"{tp.__module__}:{tp.__qualname__}"
 
 
 # ---- values ----------------------------------------------------------------------------
@@ -182,7 +179,7 @@ def _encode(value: Any) -> Any:
     if issubclass(tp, enum.Enum):
         if not is_long_lived(tp):
             raise _Unencodable(f"a member of {type_name(tp)}, a class of this process")
-        return {"$": "enum", "class": _class_key(tp), "member": value.name}
+        return {"$": "enum", "class": class_key(tp), "member": value.name}
     codec = _codec_for(tp)
     if codec is not None:
         key, encode = codec
@@ -191,14 +188,14 @@ def _encode(value: Any) -> Any:
         except TypeError as e:
             raise _Unencodable(str(e)) from None
         return {"$": "codec", "type": key, "value": _encode(raw)}
-    if _class_key(tp) in _record_types:
+    if class_key(tp) in _record_types:
         if _is_namedtuple(tp):
             fields = dict(zip(tp._fields, value, strict=True))
         else:
             fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         return {
             "$": "record",
-            "class": _class_key(tp),
+            "class": class_key(tp),
             "fields": {k: _encode(v) for k, v in fields.items()},
         }
     if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType,
@@ -259,7 +256,7 @@ def _enum_home(member: enum.Enum) -> Optional[dict[str, Any]]:
         value = _encode(member._value_)
     except _Unencodable:
         return None
-    return {"$": "object", "enum": _class_key(cls), "member": name, "value": value}
+    return {"$": "object", "enum": class_key(cls), "member": name, "value": value}
 
 
 def _decode_enum_member(data: Mapping[str, Any], where: str) -> enum.Enum:
@@ -377,7 +374,7 @@ def _source_classes(name: Optional[str] = None) -> dict[str, list[type]]:
     out: dict[str, list[type]] = {}
     for sub in all_subclasses(Source):
         out.setdefault(sub.__name__, []).append(sub)
-        out.setdefault(_class_key(sub), []).append(sub)
+        out.setdefault(class_key(sub), []).append(sub)
     _classes_memo.clear()
     _classes_memo.update(out)
     return out
@@ -387,7 +384,7 @@ def _source_type_name(cls: type) -> str:
     """Short for jitguard's own sources, ``module:qualname`` for anyone else's."""
     if cls.__module__.startswith("jitguard."):
         return cls.__name__
-    return _class_key(cls)
+    return class_key(cls)
 
 
 class _Table:

@@ -108,20 +108,23 @@ _CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes
 _CORRUPT_TEXTS = ("database disk image is malformed", "file is not a database")
 
 
+def _sqlite_says(error: BaseException, codes: set[int], texts: tuple[str, ...]) -> bool:
+    """Whether ``error``'s primary result code is one of ``codes`` (Python 3.11+), or its
+    text holds one of ``texts`` (3.10, or an error with no code)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in codes:
+        return True
+    return any(text in str(error) for text in texts)
+
+
 def is_corrupt(error: BaseException) -> bool:
     """Whether SQLite says the database file is corrupt or is not a database."""
-    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
-    if isinstance(code, int) and code & 0xFF in _CORRUPT_CODES:
-        return True
-    return any(text in str(error) for text in _CORRUPT_TEXTS)
+    return _sqlite_says(error, _CORRUPT_CODES, _CORRUPT_TEXTS)
 
 
 def is_busy(error: BaseException) -> bool:
     """Whether SQLite says the database (or a table of it) is locked by another connection."""
-    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
-    if isinstance(code, int):
-        return code & 0xFF in _BUSY_CODES
-    return any(text in str(error) for text in _BUSY_TEXTS)
+    return _sqlite_says(error, _BUSY_CODES, _BUSY_TEXTS)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
