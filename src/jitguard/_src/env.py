@@ -69,6 +69,10 @@ VARIABLES: tuple[Variable, ...] = (
              "1 GiB", "the most the local store holds before it drops its oldest entries"),
     Variable("JITGUARD_LOGS", "log names (`recompiles,+guards`)", "none",
              "which of jitguard's logs print, as `set_logs` takes them"),
+    Variable("JITGUARD_PINNED_INPUTS", "a switch", "on",
+             "off: a `jitguard.torch.compile` hit reads its graph's inputs through "
+             "Dynamo's chains, instead of taking those its structure check pinned "
+             "(CPython 3.11; read at import)"),
     Variable("JITGUARD_PURE_PYTHON", "a switch", "off",
              "on: the dispatcher runs in pure Python, not the C hot path (read at import)"),
     Variable("JITGUARD_REDIS_PREFIX", "text", "`jitguard`",

@@ -157,8 +157,14 @@ class CompileJob:
                 name=f"{getattr(self.fn, '__qualname__', 'fn')} {compile_id}",
             )
             # a front check for large structure guard sets
-            # ([Note: Skipping structure guards by version tags])
-            snapshot.install(check, values)
+            # ([Note: Skipping structure guards by version tags]); a compiler whose
+            # artifact can take its inputs from what it pinned is told
+            # ([Note: Inputs read from the pins])
+            if snapshot.install(check, values):
+                pin_inputs = getattr(self.compiler, "pin_inputs", None)
+                pinned = snapshot.pins(check)
+                if pin_inputs is not None and pinned is not None:
+                    pin_inputs(artifact, pinned, values)
         return Compiled(artifact, check, request, dynamic, static, mutated)
 
     def _in_play(self, values: tuple[Any, ...],

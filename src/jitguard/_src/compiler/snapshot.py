@@ -104,7 +104,7 @@ from .builder import Leaf
 from .coverage import UNSTABLE as _UNSTABLE
 from .snapshot_record import Recorder
 
-__all__ = ["MIN_COVERED", "REARMS", "available", "enabled", "install", "plan"]
+__all__ = ["MIN_COVERED", "REARMS", "Pins", "available", "enabled", "install", "pins", "plan"]
 
 #: A check with fewer covered leaves than this keeps its one function.
 MIN_COVERED = 64
@@ -216,6 +216,47 @@ def plan(check: Any, values: tuple[Any, ...]) -> Optional[Plan]:
     return Plan(covered, volatile, pinned)
 
 
+class Pins:
+    """What the front check of a check pinned ([Note: Inputs read from the pins]): the
+    stable sources (``sources``, in order) and, through ``current()``, their values as of
+    the last time the check held, or ``()`` once the front check is off for good."""
+
+    def __init__(self, state: list[Any], sources: list[Source]) -> None:
+        self._state = state
+        self.sources = sources
+        self._callbacks: list[Any] = []
+
+    def current(self) -> tuple[Any, ...]:
+        """The pinned values, in the order of ``sources``; ``()`` once disarmed."""
+        return self._state[1]  # type: ignore[no-any-return]
+
+    @property
+    def state(self) -> list[Any]:
+        """The front check's state list: ``state[1]`` is ``current()``, read without a call
+        by a program that takes its inputs from the pins."""
+        return self._state
+
+    def on_disarm(self, callback: Any) -> None:
+        """Run ``callback()`` once the front check is off for good (now, if it is)."""
+        if self._state[2] <= 0 and not self._state[1]:
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def _disarmed(self) -> None:
+        callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            try:
+                cb()
+            except Exception:  # a callback's failure must not stop the others
+                pass
+
+
+def pins(check: Any) -> Optional[Pins]:
+    """The pins of ``check``'s front check; None when it has none."""
+    return getattr(check, "structure_pins", None)
+
+
 _FRONT = '''\
 def {name}(*args):
     if ___snap[0](args):
@@ -241,12 +282,14 @@ def install(check: Any, values: tuple[Any, ...]) -> bool:
         return False
     full = check.fn
     state: list[Any] = [got[0], got[1], REARMS]
+    view = Pins(state, p.pinned)
 
     def never(args: tuple[Any, ...]) -> bool:
         return False
 
     def disarm() -> None:
         state[0], state[1], state[2] = never, (), 0
+        view._disarmed()
 
     def rearm(args: tuple[Any, ...]) -> None:
         if state[2] <= 0:
@@ -270,6 +313,7 @@ def install(check: Any, values: tuple[Any, ...]) -> bool:
     check.fn = ns[name]
     check.structure_skip = p
     check.structure_full = full
+    check.structure_pins = view
     # The pinned values are held strongly: let them go with the roots they hang from.
     for root in got[2]:
         weakref.finalize(root, disarm)

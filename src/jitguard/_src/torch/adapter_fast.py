@@ -1,18 +1,21 @@
 """The part of the torch adapter that makes a capture's program cheaper to run on a hit
 ([Note: A hit's cost]): ``fast_helpers`` gives Dynamo's bytecode its own reads of
-``torch._dynamo.utils``.
+``torch._dynamo.utils``; ``pregraph`` reads how it reads the compiled graph's inputs, and
+can have it take them from one call instead ([Note: Inputs read from the pins]).
 
 May import: torch (its private modules too), the standard library. Nothing from jitguard.
 """
 
 from __future__ import annotations
 
+import dis
+import sys
 import types
-from typing import Any
+from typing import Any, Callable, Optional
 
 import torch._dynamo.utils as _dynamo_utils
 
-__all__ = ["FAST_UTILS_NAME", "UTILS_ALIAS", "fast_helpers"]
+__all__ = ["FAST_UTILS_NAME", "UTILS_ALIAS", "Pregraph", "fast_helpers", "pregraph"]
 
 
 # [Note: A hit's cost]
@@ -82,3 +85,157 @@ def fast_helpers(code: types.CodeType, f_globals: dict[str, Any]) -> types.CodeT
     if names is code.co_names and consts is code.co_consts:
         return code
     return code.replace(co_names=names, co_consts=consts)
+
+
+
+# A read of the graph's inputs, as ``pregraph`` follows it: a root (``("L", name)``, a
+# parameter; ``("G", name)``, a global), then steps (``("item", key)``, a constant str or
+# int key; ``("attr", name)``).
+Path = tuple[Any, ...]
+
+
+class Pregraph:
+    """How a program reads its compiled graph's inputs (``paths``, one per input, in the
+    order it passes them; ``names``, each as a source names it: ``L['self']._modules['a']``)
+    and where in its bytecode (``rewrite``)."""
+
+    def __init__(self, code: types.CodeType, paths: list[Path], begin: int, end: int,
+                 params: tuple[str, ...]) -> None:
+        self.code = code
+        self.paths = paths
+        self.names = [_render(p) for p in paths]
+        self.params = params
+        self._begin, self._end = begin, end
+
+    def read(self, index: int, values: tuple[Any, ...], f_globals: dict[str, Any]) -> Any:
+        """Input ``index`` read as the bytecode reads it, from the parameters' ``values``."""
+        path = self.paths[index]
+        value = (values[self.params.index(path[1])] if path[0] == "L"
+                 else f_globals[path[1]])
+        for kind, key in path[2:]:
+            value = value[key] if kind == "item" else getattr(value, key)
+        return value
+
+    def expression(self, index: int, param_names: tuple[str, ...]) -> Optional[str]:
+        """Input ``index`` as a Python expression over ``param_names`` (the parameters
+        renamed); None for a global root."""
+        path = self.paths[index]
+        if path[0] != "L":
+            return None
+        out = param_names[self.params.index(path[1])]
+        for kind, key in path[2:]:
+            out += f"[{key!r}]" if kind == "item" else f".{key}"
+        return out
+
+    def rewrite(self, reader: Callable[..., tuple[Any, ...]]) -> Optional[types.CodeType]:
+        """The code with the reads replaced by one call ``reader(*params)`` whose tuple is
+        the graph's arguments (padded with NOPs: offsets, the line table and the exception
+        table stay as they were); None when the call does not fit."""
+        ops, caches = dis.opmap, dis._inline_cache_entries  # type: ignore[attr-defined]
+        code = self.code
+        new = bytearray()
+
+        def emit(name: str, arg: int = 0) -> None:
+            op = ops[name]
+            if arg > 255:
+                new.extend((ops["EXTENDED_ARG"], arg >> 8))
+            new.extend((op, arg & 0xFF))
+            new.extend(b"\0\0" * caches[op])
+
+        emit("PUSH_NULL")
+        emit("LOAD_CONST", len(code.co_consts))
+        for i in range(len(self.params)):
+            emit("LOAD_FAST", i)
+        emit("PRECALL", len(self.params))
+        emit("CALL", len(self.params))
+        emit("CALL_FUNCTION_EX", 0)
+        span = self._end - self._begin
+        if len(new) > span:
+            return None
+        new.extend(bytes((ops["NOP"], 0)) * ((span - len(new)) // 2))
+        co_code = code.co_code[:self._begin] + bytes(new) + code.co_code[self._end:]
+        extra = max(0, 2 + len(self.params) - len(self.paths))
+        return code.replace(co_code=co_code, co_consts=(*code.co_consts, reader),
+                            co_stacksize=code.co_stacksize + extra)
+
+
+def _render(path: Path) -> str:
+    out = f"{path[0]}[{path[1]!r}]"
+    for kind, key in path[2:]:
+        out += f"[{key!r}]" if kind == "item" else f".{key}"
+    return out
+
+
+def pregraph(code: types.CodeType, graph_name: str) -> Optional[Pregraph]:
+    """How ``code`` (Dynamo's transformed bytecode, CPython 3.11) reads the inputs of the
+    compiled graph it calls by the global ``graph_name``: each a chain of constant item and
+    plain attribute reads from a parameter or a global (Dynamo's ``make_call_generated_code``,
+    its temporaries included). None where the bytecode is anything else."""
+    if sys.version_info[:2] != (3, 11) or not hasattr(dis, "_inline_cache_entries"):
+        return None
+    n = (code.co_argcount + code.co_kwonlyargcount
+         + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08))
+    params = tuple(code.co_varnames[:n])
+    if n > 255 or any(p in code.co_cellvars for p in params):
+        return None
+    ins = list(dis.get_instructions(code))
+    starts = [i for i, x in enumerate(ins) if x.opname == "LOAD_GLOBAL"
+              and x.argval == graph_name and (x.arg or 0) & 1]
+    if len(starts) != 1:
+        return None
+    stack: list[Any] = []
+    temps: dict[str, Any] = {}
+    j = starts[0] + 1
+    while j + 1 < len(ins):
+        x = ins[j]
+        if x.opname == "PRECALL":
+            break
+        if x.opname == "LOAD_FAST":
+            if x.argval in temps:
+                stack.append(temps[x.argval])
+            elif x.argval in params:
+                stack.append(("L", x.argval))
+            else:
+                return None
+        elif x.opname == "LOAD_CONST":
+            stack.append(("const", x.argval))
+        elif x.opname == "LOAD_GLOBAL" and not (x.arg or 0) & 1:
+            stack.append(("G", x.argval))
+        elif x.opname == "LOAD_ATTR" and stack and stack[-1][0] in ("L", "G"):
+            stack.append((*stack.pop(), ("attr", x.argval)))
+        elif x.opname == "BINARY_SUBSCR" and len(stack) >= 2:
+            key, base = stack.pop(), stack.pop()
+            if (key[0] != "const" or type(key[1]) not in (str, int)
+                    or base[0] not in ("L", "G")):
+                return None
+            stack.append((*base, ("item", key[1])))
+        elif x.opname == "COPY" and x.arg and len(stack) >= x.arg:
+            stack.append(stack[-x.arg])
+        elif x.opname == "STORE_FAST" and stack and x.argval not in params:
+            temps[x.argval] = stack.pop()
+        elif x.opname not in ("EXTENDED_ARG", "NOP"):
+            return None
+        j += 1
+    else:
+        return None
+    call = j + 1
+    while call < len(ins) and ins[call].opname == "EXTENDED_ARG":
+        call += 1
+    if (ins[j].arg != len(stack) or call == len(ins) or ins[call].opname != "CALL"
+            or ins[call].arg != len(stack) or any(v[0] == "const" for v in stack)):
+        return None
+    k = call + 1  # past the call; then the temporaries' deletions (``clear_tempvars``)
+    while k < len(ins) and ins[k].opname == "DELETE_FAST" and ins[k].argval in temps:
+        k += 1
+    begin = ins[starts[0] + 1].offset
+    end = ins[k].offset if k < len(ins) else len(code.co_code)
+    if any(x.argval in temps for x in ins[:starts[0] + 1] + ins[k:]
+           if x.opname in ("LOAD_FAST", "STORE_FAST", "DELETE_FAST")):
+        return None  # a temporary read after the call
+    if any(begin <= t < end for t in dis.findlabels(code.co_code)):
+        return None
+    if code.co_exceptiontable:
+        table = getattr(dis, "_parse_exception_table", None)
+        if table is None or any(e.start < end and begin < e.end for e in table(code)):
+            return None
+    return Pregraph(code, stack, begin, end, params)

@@ -73,7 +73,7 @@ from ..cache.specialize import FunctionCache
 from ..errors import ArtifactError, CaptureError, GuardMismatchError, JitGuardError
 from ..guards import Source
 from ..sources import GlobalSource, GlobalStateSource, LocalSource
-from . import adapter, stored
+from . import adapter, pinned_inputs, stored
 from .adapter_stored import by_id_global
 from .compiled import FRAME_PATH, RUNS_EAGERLY, EntryInfo, Piece
 from .delegated import Delegation
@@ -240,6 +240,7 @@ class TorchCompiler:
             self._delegate(request, info)
         info.forget_entries()
         artifact = info.verified(self.where, request.signature.bind) if self.verify else cap.fn
+        pinned_inputs.remember(artifact, cap.fn, cap.installed)  # [Note: Inputs read from the pins]
         if self.saving:
             self.saved[artifact] = (
                 f"{sum(cap.kept)} of its guards are checked by torch's guard tree, which is "
@@ -248,6 +249,8 @@ class TorchCompiler:
             )
             cap.saved = None
         return artifact
+
+    pin_inputs = staticmethod(pinned_inputs.bind)  # [Note: Inputs read from the pins]
 
     # ---- the store's side ([Note: Stored captures]) ---------------------------------------
     def serialize(self, artifact: Any) -> bytes:

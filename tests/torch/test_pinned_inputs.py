@@ -1,0 +1,169 @@
+"""Tests for torch/pinned_inputs.py and adapter_fast.pregraph: a hit's program takes its
+graph's inputs from what the front check pinned ([Note: Inputs read from the pins])."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+
+import jitguard
+import jitguard.torch as jgt
+from jitguard._src.compiler import snapshot
+from jitguard._src.torch import adapter_fast, pinned_inputs
+
+pytestmark = pytest.mark.skipif(
+    not snapshot.available() or sys.version_info[:2] != (3, 11),
+    reason="the front check and the rewrite need CPython 3.11 with the C extension")
+
+
+def _model(n: int = 6) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(n)])
+
+
+def _entry(c):  # type: ignore[no-untyped-def]
+    (entry,) = list(jitguard.cache_of(c).entries())
+    return entry
+
+
+def _rewritten(fn: types.FunctionType) -> bool:
+    return any(getattr(k, "__name__", "") == "read_graph_inputs" for k in fn.__code__.co_consts)
+
+
+def _program(entry):  # type: ignore[no-untyped-def]
+    """The program an entry runs (verify mode, on in this suite, wraps it)."""
+    fn = entry.artifact
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    inner = [c.cell_contents for c in cells.values()
+             if isinstance(c.cell_contents, types.FunctionType)
+             and c.cell_contents.__code__.co_name != fn.__code__.co_name]
+    return next((f for f in inner if any(n.startswith("__compiled_fn") for n in f.__code__.co_names)), fn)
+
+
+def _compiled(m: torch.nn.Module):  # type: ignore[no-untyped-def]
+    c = jgt.compile(m, backend="eager", isolate_recompiles=True)
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        c(x)
+    return c, x
+
+
+def test_program_reads_pinned_inputs_and_matches_eager() -> None:
+    """A module's entry takes its parameters from the pins, and gives eager's output."""
+    m = _model()
+    c, x = _compiled(m)
+    assert _rewritten(_program(_entry(c)))
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(c(x), m(x))
+
+
+def test_replaced_parameter_is_read_after_the_snapshot_is_taken_again() -> None:
+    """A parameter replaced by another of the same shape: the full check holds, the pins
+    are taken again, and the graph gets the new parameter."""
+    m = _model()
+    c, x = _compiled(m)
+    with torch.no_grad():
+        m[2].weight = torch.nn.Parameter(torch.randn(8, 8))
+        torch.testing.assert_close(c(x), m(x))
+        torch.testing.assert_close(c(x), m(x))
+    assert _rewritten(_program(_entry(c)))
+
+
+def test_data_replaced_in_place_is_seen() -> None:
+    """``p.data = t`` keeps the parameter object: the pinned value is it, with its new data."""
+    m = _model()
+    c, x = _compiled(m)
+    with torch.no_grad():
+        m[0].weight.data = torch.randn(8, 8)
+        torch.testing.assert_close(c(x), m(x))
+
+
+def test_front_check_off_for_good_gives_dynamos_reads_back() -> None:
+    """Once the structure changed more often than the front check retakes its snapshot, the
+    program gets its own bytecode back, and stays right."""
+    m = _model()
+    c, x = _compiled(m)
+    entry = _entry(c)
+    program = _program(entry)
+    assert _rewritten(program)
+    rewritten_size = len(program.__code__.co_consts)
+    with torch.no_grad():
+        for _ in range(snapshot.REARMS + 2):
+            m[1].bias = torch.nn.Parameter(torch.randn(8))
+            torch.testing.assert_close(c(x), m(x))
+    assert not _rewritten(program)
+    assert len(program.__code__.co_consts) == rewritten_size - 1
+
+
+def test_reader_reads_every_input_when_the_pins_are_gone() -> None:
+    """The reader, called while the pins are empty (a call in flight as the front check
+    turns off), reads each input by its chain."""
+    m = _model()
+    c, x = _compiled(m)
+    fn = _program(_entry(c))
+    reader = next(k for k in fn.__code__.co_consts
+                  if getattr(k, "__name__", "") == "read_graph_inputs")
+    pinned = reader(m, x)
+    state = reader.__globals__["___state"]
+    saved, state[1] = state[1], ()
+    try:
+        again = reader(m, x)
+    finally:
+        state[1] = saved
+    assert len(again) == len(pinned) and all(a is b for a, b in zip(again, pinned))
+
+
+def test_switched_off_keeps_dynamos_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``JITGUARD_PINNED_INPUTS`` off the program is left as Dynamo made it."""
+    monkeypatch.setattr(pinned_inputs, "enabled", False)
+    m = _model()
+    c, x = _compiled(m)
+    assert not _rewritten(_program(_entry(c)))
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), m(x))
+
+
+def test_too_few_pinned_inputs_keep_dynamos_reads() -> None:
+    """A graph with fewer than MIN_PINNED pinned inputs keeps its reads."""
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    c = jgt.compile(m, backend="eager", isolate_recompiles=True)
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        c(x)
+        torch.testing.assert_close(c(x), m(x))
+    assert not _rewritten(_program(_entry(c)))
+
+
+def test_pregraph_follows_dynamos_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pregraph`` reads the chains of a Dynamo program's graph inputs (a torch internal:
+    the shape of Dynamo's ``make_call_generated_code``) and refuses other code."""
+    monkeypatch.setattr(pinned_inputs, "enabled", False)
+    m = _model(2)
+    c, x = _compiled(m)
+    fn = _program(_entry(c))
+    assert not _rewritten(fn)
+    graph = next(n for n in fn.__code__.co_names if n.startswith("__compiled_fn"))
+    pg = adapter_fast.pregraph(fn.__code__, graph)
+    assert pg is not None
+    assert len(pg.names) == 5
+    assert "L['self']._modules['0']._parameters['weight']" in pg.names
+    assert "L['input']" in pg.names
+    at = pg.names.index("L['self']._modules['1']._parameters['bias']")
+    assert pg.read(at, (m, x), fn.__globals__) is m[1].bias
+    assert adapter_fast.pregraph(_model.__code__, graph) is None
+
+
+def test_pregraph_names_the_inputs_of_a_rewritten_capture() -> None:
+    """Every pinned input of a rewritten program is one of its front check's pinned
+    sources, by name."""
+    m = _model()
+    c, x = _compiled(m)
+    entry = _entry(c)
+    pins = snapshot.pins(entry.check)
+    assert pins is not None
+    names = {s.name() for s in pins.sources}
+    assert "L['self']._modules['0']._parameters['weight']" in names
