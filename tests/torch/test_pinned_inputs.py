@@ -36,7 +36,7 @@ def _rewritten(fn: types.FunctionType) -> bool:
 def _program(entry):  # type: ignore[no-untyped-def]
     """The program an entry runs (verify mode, on in this suite, wraps it)."""
     fn = entry.artifact
-    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False))
     inner = [c.cell_contents for c in cells.values()
              if isinstance(c.cell_contents, types.FunctionType)
              and c.cell_contents.__code__.co_name != fn.__code__.co_name]
@@ -114,7 +114,7 @@ def test_reader_reads_every_input_when_the_pins_are_gone() -> None:
         again = reader(m, x)
     finally:
         state[1] = saved
-    assert len(again) == len(pinned) and all(a is b for a, b in zip(again, pinned))
+    assert len(again) == len(pinned) and all(a is b for a, b in zip(again, pinned, strict=False))
 
 
 def test_switched_off_keeps_dynamos_reads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,7 +161,7 @@ def test_pregraph_names_the_inputs_of_a_rewritten_capture() -> None:
     """Every pinned input of a rewritten program is one of its front check's pinned
     sources, by name."""
     m = _model()
-    c, x = _compiled(m)
+    c, _x = _compiled(m)
     entry = _entry(c)
     pins = snapshot.pins(entry.check)
     assert pins is not None

@@ -228,7 +228,7 @@ class Pins:
 
     def current(self) -> tuple[Any, ...]:
         """The pinned values, in the order of ``sources``; ``()`` once disarmed."""
-        return self._state[1]  # type: ignore[no-any-return]
+        return self._state[1]
 
     @property
     def state(self) -> list[Any]:

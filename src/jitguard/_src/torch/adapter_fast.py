@@ -11,7 +11,8 @@ from __future__ import annotations
 import dis
 import sys
 import types
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import torch._dynamo.utils as _dynamo_utils
 

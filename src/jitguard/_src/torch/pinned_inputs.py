@@ -42,7 +42,8 @@ from __future__ import annotations
 import operator
 import types
 import weakref
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from .. import env
 from . import adapter_fast
@@ -56,7 +57,7 @@ MIN_PINNED = 4
 enabled = env.flag(ENV_VAR, default=True)
 
 # artifact -> (the program it runs, the global name of the compiled graph that calls)
-_graphs: "weakref.WeakKeyDictionary[Any, tuple[types.FunctionType, str]]" = (
+_graphs: weakref.WeakKeyDictionary[Any, tuple[types.FunctionType, str]] = (
     weakref.WeakKeyDictionary())
 
 
@@ -86,7 +87,7 @@ def bind(artifact: Any, pins: Any, values: tuple[Any, ...]) -> bool:
             return False
         want = [pg.read(i, values, program.__globals__) for i in range(len(pg.paths))]
         have = reader(*values)
-        if len(have) != len(want) or any(a is not b for a, b in zip(have, want)):
+        if len(have) != len(want) or any(a is not b for a, b in zip(have, want, strict=False)):
             return False
         new = pg.rewrite(reader)
     except Exception:  # anything unexpected: the program keeps Dynamo's reads
@@ -142,4 +143,4 @@ def _reader(pg: adapter_fast.Pregraph, pins: Any,
             f"        return tuple(___read(i, ({args},), ___G) for i in range(___count))",
             f"    return ({', '.join(parts)},)"]
     exec(compile("\n".join(body), "<jitguard graph inputs>", "exec"), ns)
-    return ns["read_graph_inputs"]  # type: ignore[no-any-return]
+    return ns["read_graph_inputs"]
