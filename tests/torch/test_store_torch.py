@@ -447,3 +447,47 @@ def test_store_a_transformers_qwen3_with_hub_kernel_wrappers(tmp_path: Path) -> 
     second = run(tmp_path, store)
     assert second["compiles"] == 0 and second["equal"], second
     assert [e[0] for e in second["events"]] == ["loaded"]
+
+
+DEEP_RUNNER = '''
+import json, sys
+import torch
+import jitguard as jg, jitguard.torch as jgt
+
+torch.manual_seed(0)
+m = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(8)])
+x = torch.randn(2, 8)
+c = jgt.compile(m, backend="eager", verify=False, store=jg.Store(sys.argv[1]))
+with torch.no_grad():
+    y, y2 = c(x), c(x)
+    expected = m(x)
+entry = list(jg.cache_of(c).entries())[0]
+program = entry.artifact
+print("RESULT " + json.dumps({
+    "events": [e.outcome for e in c.cache.store_events()],
+    "compiles": c.cache.stats().compiles,
+    "front_check": getattr(entry.check, "structure_skip", None) is not None,
+    "pinned_inputs": any(getattr(k, "__name__", "") == "read_graph_inputs"
+                         for k in program.__code__.co_consts),
+    "equal": bool(torch.allclose(y, expected) and torch.allclose(y2, expected)),
+}))
+'''
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the front check's rewrite is 3.11's")
+def test_loaded_entry_gets_the_front_check_and_pinned_inputs(tmp_path: Path) -> None:
+    """An entry loaded in a new process gets the front check a compiled one gets, and its
+    program takes its graph's inputs from the pins ([Note: Inputs read from the pins])."""
+    (tmp_path / "deep.py").write_text(DEEP_RUNNER)
+    env = {**os.environ, "PYTHONPATH": SRC, "JITGUARD_CACHE_KEY": "storetorch-test-key-0123456789"}
+    results = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, str(tmp_path / "deep.py"), str(tmp_path / "s")],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
+        results.append(json.loads(line[len("RESULT "):]))
+    cold, warm = results
+    assert cold["events"] == ["saved"] and cold["front_check"] and cold["pinned_inputs"]
+    assert warm["events"] == ["loaded"] and warm["compiles"] == 0
+    assert warm["front_check"] and warm["pinned_inputs"] and warm["equal"]

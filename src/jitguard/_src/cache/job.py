@@ -51,7 +51,17 @@ from .reasons import EntryFailures
 from .request import CompileRequest, as_source
 
 __all__ = ["CompileJob", "Compiled", "covered", "identity_compiler", "int_value_sources",
-           "where_and_frame"]
+           "pins_taker", "where_and_frame"]
+
+
+def pins_taker(compiler: Any, artifact: Any, values: tuple[Any, ...]) -> Any:
+    """What ``snapshot.install`` runs once a check has a front check: the compiler's
+    ``pin_inputs(artifact, pins, values)``, where it has one ([Note: Inputs read from the
+    pins]); None where it has none."""
+    pin_inputs = getattr(compiler, "pin_inputs", None)
+    if pin_inputs is None:
+        return None
+    return lambda pins: pin_inputs(artifact, pins, values)
 
 
 def identity_compiler(request: CompileRequest) -> Callable[..., Any]:
@@ -160,11 +170,7 @@ class CompileJob:
             # ([Note: Skipping structure guards by version tags]); a compiler whose
             # artifact can take its inputs from what it pinned is told
             # ([Note: Inputs read from the pins])
-            if snapshot.install(check, values):
-                pin_inputs = getattr(self.compiler, "pin_inputs", None)
-                pinned = snapshot.pins(check)
-                if pin_inputs is not None and pinned is not None:
-                    pin_inputs(artifact, pinned, values)
+            snapshot.install(check, values, then=pins_taker(self.compiler, artifact, values))
         return Compiled(artifact, check, request, dynamic, static, mutated)
 
     def _in_play(self, values: tuple[Any, ...],

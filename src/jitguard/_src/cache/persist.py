@@ -1,7 +1,7 @@
 """Persistent entries of one ``FunctionCache``: stored entries loaded into it, compiled ones
 saved from it.
 
-May import: errors, guards, compiler.*, store.*, dispatch.entry.
+May import: errors, guards, compiler.*, store.*, dispatch.entry, cache.job (``pins_taker``).
 
 # [Note: Persistent entries]
 # With a store (``specialize(..., store=...)``, or ``JITGUARD_STORE``), a function's
@@ -71,6 +71,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, Optional
 
+from ..compiler import snapshot
 from ..compiler.check import CheckFunction
 from ..compiler.schema import (
     compile_guard_records,
@@ -86,6 +87,7 @@ from ..guards import Source
 from ..store.codec import RecordError, StoredRecord
 from ..store.keys import entry_id, environment, function_identity, function_key
 from ..store.tiers import Fetched, Store, resolve_store, store_log, warn
+from .job import pins_taker
 
 __all__ = ["Loaded", "Persistence", "StoreEvent", "load_stored", "open_persistence"]
 
@@ -196,6 +198,10 @@ def load_stored(persist: Persistence, misses: Any, values: tuple[Any, ...]) -> O
     while persist.pending:
         loaded = persist.load_next()
         for item in loaded:
+            # the front check a compiled entry gets, taken on this call where the entry
+            # accepts it ([Note: Skipping structure guards by version tags])
+            snapshot.install(item.check, values,
+                             then=pins_taker(persist.compiler, item.artifact, values))
             entry = misses.join(misses.new_compile_id(), item.artifact, item.check,
                                 item.dynamic)
             persist.loaded(item, entry)

@@ -93,6 +93,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import weakref
+from collections.abc import Callable
 from typing import Any, Optional
 
 from .. import env, native
@@ -268,9 +269,11 @@ def {name}(*args):
 '''
 
 
-def install(check: Any, values: tuple[Any, ...]) -> bool:
+def install(check: Any, values: tuple[Any, ...],
+            then: Optional[Callable[[Pins], Any]] = None) -> bool:
     """Give ``check`` a front check (``check.fn`` becomes it) when ``plan`` splits it and
-    ``values`` pass the full check; returns whether it did."""
+    ``values`` pass the full check; returns whether it did. ``then(pins)`` runs once it
+    did (a compiler's ``pin_inputs``: [Note: Inputs read from the pins])."""
     try:  # reading a user's objects may raise: then every guard runs, as without a plan
         p = plan(check, values)
         if p is None or not check.fn(*values):
@@ -317,4 +320,6 @@ def install(check: Any, values: tuple[Any, ...]) -> bool:
     # The pinned values are held strongly: let them go with the roots they hang from.
     for root in got[2]:
         weakref.finalize(root, disarm)
+    if then is not None:
+        then(view)
     return True

@@ -1,8 +1,8 @@
 """A ``jitguard.torch.compile`` entry's artifact as bytes, and back in another process.
 
 May import: jitguard._src.errors, jitguard._src.compiler.schema_homes,
-jitguard._src.torch.adapter_stored, jitguard._src.torch.adapter_runtime, the standard
-library.
+jitguard._src.torch.adapter_stored, jitguard._src.torch.adapter_runtime,
+jitguard._src.torch.pinned_inputs, the standard library.
 
 # [Note: Stored captures]
 # The bytes of an entry hold torch's own serialized forms: the program's bytecode
@@ -72,7 +72,7 @@ from typing import Any
 
 from ..compiler.schema_homes import code_home, decode_code, rebind_instances
 from ..errors import ArtifactError, GuardSchemaError
-from . import adapter_runtime, adapter_stored
+from . import adapter_runtime, adapter_stored, pinned_inputs
 
 __all__ = ["FORMAT", "dump", "function_global", "load", "traced_fingerprints"]
 
@@ -232,4 +232,5 @@ def load(data: bytes, fn: types.FunctionType, installed: list[str]) -> Callable[
     if fn.__kwdefaults__:
         program.__kwdefaults__ = dict(fn.__kwdefaults__)
     program.__qualname__ = fn.__qualname__
+    pinned_inputs.remember(program, program, (new,))  # [Note: Inputs read from the pins]
     return program
