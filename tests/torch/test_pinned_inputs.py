@@ -167,3 +167,42 @@ def test_pregraph_names_the_inputs_of_a_rewritten_capture() -> None:
     assert pins is not None
     names = {s.name() for s in pins.sources}
     assert "L['self']._modules['0']._parameters['weight']" in names
+
+
+class _Swapping(dict):  # type: ignore[type-arg]
+    """A dict whose item read is not its stored item (a weight reads doubled)."""
+
+    def __getitem__(self, key: str) -> object:
+        got = dict.__getitem__(self, key)
+        return got * 2 if key == "weight" else got
+
+
+def test_item_reads_of_a_dict_subclass_never_come_from_the_pins() -> None:
+    """A container along a chain becomes a dict subclass with its own item read: the call
+    gives what the chains read (eager's result), never the pinned values."""
+    m = _model()
+    c, x = _compiled(m)
+    holder = m[3]
+    holder._parameters = _Swapping(holder._parameters)  # type: ignore[assignment]
+    with torch.no_grad():
+        for _ in range(2):
+            torch.testing.assert_close(c(x), m(x))
+
+
+def test_agrees_refuses_a_dict_subclass_along_a_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_agrees`` (run at bind and at each retaken snapshot) says no once an item along a
+    chain is read from a dict subclass, even one that reads the same item."""
+    monkeypatch.setattr(pinned_inputs, "enabled", False)
+    m = _model()
+    c, x = _compiled(m)
+    fn = _program(_entry(c))
+    graph = next(n for n in fn.__code__.co_names if n.startswith("__compiled_fn"))
+    pg = adapter_fast.pregraph(fn.__code__, graph)
+    assert pg is not None
+    pins = snapshot.pins(_entry(c).check)
+    assert pins is not None
+    reader = pinned_inputs._reader(pg, pins, fn.__globals__)
+    assert reader is not None
+    assert pinned_inputs._agrees(pg, reader, (m, x), fn.__globals__)
+    m[2]._parameters = _Swapping(m[2]._parameters)  # type: ignore[assignment]
+    assert not pinned_inputs._agrees(pg, reader, (m, x), fn.__globals__)

@@ -226,6 +226,7 @@ class Pins:
         self._state = state
         self.sources = sources
         self._callbacks: list[Any] = []
+        self._rearmed: list[Any] = []
 
     def current(self) -> tuple[Any, ...]:
         """The pinned values, in the order of ``sources``; ``()`` once disarmed."""
@@ -236,6 +237,18 @@ class Pins:
         """The front check's state list: ``state[1]`` is ``current()``, read without a call
         by a program that takes its inputs from the pins."""
         return self._state
+
+    def on_rearm(self, callback: Any) -> None:
+        """Run ``callback(args)`` each time the snapshot is taken again, on the call
+        ``args`` whose full check just held (the pins are then that call's)."""
+        self._rearmed.append(callback)
+
+    def _rearm(self, args: tuple[Any, ...]) -> None:
+        for cb in list(self._rearmed):
+            try:
+                cb(args)
+            except Exception:  # a callback's failure must not stop the others
+                pass
 
     def on_disarm(self, callback: Any) -> None:
         """Run ``callback()`` once the front check is off for good (now, if it is)."""
@@ -308,6 +321,7 @@ def install(check: Any, values: tuple[Any, ...],
             state[1], state[0] = again[1], again[0]
             for root in again[2]:
                 weakref.finalize(root, disarm)
+            view._rearm(args)
 
     ns: dict[str, Any] = {"___snap": state, "___volatile": p.volatile.fn, "___full": full,
                           "___rearm": rearm}

@@ -8,6 +8,7 @@ May import: torch (its private modules too), the standard library. Nothing from 
 
 from __future__ import annotations
 
+import collections
 import dis
 import sys
 import types
@@ -117,6 +118,22 @@ class Pregraph:
             value = value[key] if kind == "item" else getattr(value, key)
         return value
 
+    def exact_items(self, values: tuple[Any, ...], f_globals: dict[str, Any]) -> bool:
+        """Whether every item each chain reads, from the parameters' ``values``, is read
+        from an exact dict, OrderedDict, tuple or list (whose item read is the container's
+        own, as a pinned source reads it)."""
+        for path in self.paths:
+            value = (values[self.params.index(path[1])] if path[0] == "L"
+                     else f_globals[path[1]])
+            for kind, key in path[2:]:
+                if kind == "item":
+                    if type(value) not in _EXACT_ITEMS:
+                        return False
+                    value = value[key]
+                else:
+                    value = getattr(value, key)
+        return True
+
     def expression(self, index: int, param_names: tuple[str, ...]) -> Optional[str]:
         """Input ``index`` as a Python expression over ``param_names`` (the parameters
         renamed); None for a global root."""
@@ -158,6 +175,9 @@ class Pregraph:
         extra = max(0, 2 + len(self.params) - len(self.paths))
         return code.replace(co_code=co_code, co_consts=(*code.co_consts, reader),
                             co_stacksize=code.co_stacksize + extra)
+
+
+_EXACT_ITEMS = (dict, collections.OrderedDict, tuple, list)
 
 
 def _render(path: Path) -> str:

@@ -30,11 +30,17 @@ standard library.
 # object. The values the graph gets are the objects the volatile check just checked (its
 # TENSOR_MATCH ran on the pinned values themselves), where Dynamo's reads would read again
 # whatever the check's own user code (a config's ``__getattribute__``) left there.
+# A pinned source and a chain agree when they are named alike and every item read along
+# the chain is of an exact dict, OrderedDict, tuple or list (the container's own item read,
+# which is how a pinned source reads it; the snapshot pins those exact types, and an
+# attribute read is pinned only where it is the instance dict's or a plain class value).
 # ``bind`` refuses (the program stays as it was) unless the bytecode has the shape
 # ``pregraph`` knows (each input a chain of constant item and plain attribute reads from a
 # parameter or a global), at least ``MIN_PINNED`` inputs are pinned, every other one starts
-# at a parameter, and the reader, run once on the call that made the entry, returns
-# exactly (``is``) what the chains read. ``JITGUARD_PINNED_INPUTS=0`` turns it off.
+# at a parameter, and on the call that made the entry the item reads are of exact
+# containers and the reader returns exactly (``is``) what the chains read. Each time the
+# snapshot is taken again the same is checked on that call, and the program gets its own
+# reads back if it fails. ``JITGUARD_PINNED_INPUTS=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -80,14 +86,10 @@ def bind(artifact: Any, pins: Any, values: tuple[Any, ...]) -> bool:
     code = program.__code__
     try:
         pg = adapter_fast.pregraph(code, graph)
-        if pg is None or len(values) != len(pg.params):
+        if pg is None:
             return False
         reader = _reader(pg, pins, program.__globals__)
-        if reader is None:
-            return False
-        want = [pg.read(i, values, program.__globals__) for i in range(len(pg.paths))]
-        have = reader(*values)
-        if len(have) != len(want) or any(a is not b for a, b in zip(have, want, strict=False)):
+        if reader is None or not _agrees(pg, reader, values, program.__globals__):
             return False
         new = pg.rewrite(reader)
     except Exception:  # anything unexpected: the program keeps Dynamo's reads
@@ -100,8 +102,30 @@ def bind(artifact: Any, pins: Any, values: tuple[Any, ...]) -> bool:
         if program.__code__ is new:
             program.__code__ = code
 
+    def retaken(args: tuple[Any, ...]) -> None:
+        # the pins were taken again, on a call whose full check held: they must still be
+        # what the chains read, item reads of exact containers, else Dynamo's reads return
+        try:
+            ok = _agrees(pg, reader, args, program.__globals__)
+        except Exception:
+            ok = False
+        if not ok:
+            restore()
+
+    pins.on_rearm(retaken)
     pins.on_disarm(restore)
     return True
+
+
+def _agrees(pg: adapter_fast.Pregraph, reader: Callable[..., tuple[Any, ...]],
+            values: tuple[Any, ...], f_globals: dict[str, Any]) -> bool:
+    """Whether ``reader`` returns, for ``values``, exactly (``is``) what the chains read,
+    every item read along them from an exact container."""
+    if len(values) != len(pg.params) or not pg.exact_items(values, f_globals):
+        return False
+    want = [pg.read(i, values, f_globals) for i in range(len(pg.paths))]
+    have = reader(*values)
+    return len(have) == len(want) and all(a is b for a, b in zip(have, want, strict=True))
 
 
 def _reader(pg: adapter_fast.Pregraph, pins: Any,
