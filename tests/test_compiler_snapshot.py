@@ -18,6 +18,7 @@ from jitguard.sources import (
     AttrSource,
     CodeSource,
     DefaultsSource,
+    GetItemSource,
     LocalSource,
     TypeSource,
 )
@@ -194,3 +195,87 @@ def test_the_old_values_of_pinned_slots_are_held() -> None:
     del box
     gc.collect()
     assert old() is None
+
+
+def _list_check(box: Box) -> Any:
+    """A check on the length and every item of an exact list held by ``box``, with the
+    ``_check`` guards (so the front check is installed)."""
+    b = LocalSource("b")
+    items = AttrSource(b, "items")
+    guards = [items.make_guard(GB.SEQUENCE_LENGTH)]
+    guards += [GetItemSource(items, i).make_guard(GB.EQUALS_MATCH) for i in range(N)]
+    check = jg.compile_guards(guards, f_locals={"b": box}, arg_names=("b",))
+    assert snapshot.install(check, (box,))
+    return check
+
+
+def test_an_exact_lists_items_are_pinned() -> None:
+    """Item reads of an exact list and its length are covered: pinned by the list's items."""
+    box = _box()
+    box.items = [f"v{i}" for i in range(N)]  # type: ignore[attr-defined]
+    check = _list_check(box)
+    assert len(check.structure_skip.covered) == len(check.leaves)
+    assert _snapshot_holds(check, box) and check.fn(box)
+
+
+LIST_CHANGES: dict[str, Callable[[list[str]], None]] = {
+    "item stored": lambda items: items.__setitem__(3, "other"),
+    "item appended": lambda items: items.append("more"),
+    "item deleted": lambda items: items.pop(),
+    "items reversed": lambda items: items.reverse(),
+    "equal item of another identity": lambda items: items.__setitem__(2, "".join(["v", "2"])),
+}
+
+
+@pytest.mark.parametrize("what", sorted(LIST_CHANGES))
+def test_a_list_change_fails_the_snapshot(what: str) -> None:
+    """Any change to a pinned list's items fails the snapshot; the full check decides
+    (an equal item of another identity still holds, and the snapshot is taken again)."""
+    box = _box()
+    box.items = [f"v{i}" for i in range(N)]  # type: ignore[attr-defined]
+    check = _list_check(box)
+    LIST_CHANGES[what](box.items)  # type: ignore[attr-defined]
+    assert not _snapshot_holds(check, box)
+    holds = what == "equal item of another identity"
+    assert bool(check.fn(box)) is holds
+    assert _snapshot_holds(check, box) is holds
+
+
+def test_a_list_subclass_is_not_pinned() -> None:
+    """A list subclass may compute its items: its item reads stay in the volatile check."""
+
+    class Items(list):  # type: ignore[type-arg]
+        pass
+
+    box = _box()
+    box.items = Items(f"v{i}" for i in range(N))  # type: ignore[attr-defined]
+    b = LocalSource("b")
+    guards = [GetItemSource(AttrSource(b, "items"), i).make_guard(GB.EQUALS_MATCH)
+              for i in range(N)] + [CodeSource(AttrSource(b, f"f{i}")).make_guard(GB.ID_MATCH)
+                                    for i in range(N)]
+    check = jg.compile_guards(guards, f_locals={"b": box}, arg_names=("b",))
+    assert snapshot.install(check, (box,))
+    assert len(check.structure_skip.covered) == N
+
+
+def test_pins_callbacks_run_when_retaken_and_when_off() -> None:
+    """``install(then=...)`` gets the Pins; ``on_rearm`` callbacks run with the call's
+    arguments each time the snapshot is taken again, ``on_disarm`` once it is off."""
+    box = _box()
+    got: list[Any] = []
+    check = jg.compile_guards(
+        [CodeSource(AttrSource(LocalSource("b"), f"f{i}")).make_guard(GB.ID_MATCH)
+         for i in range(N)] + [AttrSource(LocalSource("b"), "marker").make_guard(GB.EQUALS_MATCH)],
+        f_locals={"b": box}, arg_names=("b",))
+    assert snapshot.install(check, (box,), then=got.append)
+    (pins,) = got
+    assert pins is snapshot.pins(check) and len(pins.current()) == len(pins.sources)
+    rearmed: list[Any] = []
+    off: list[bool] = []
+    pins.on_rearm(rearmed.append)
+    pins.on_disarm(lambda: off.append(True))
+    for i in range(snapshot.REARMS + 1):
+        setattr(box, f"unrelated{i}", i)
+        assert check.fn(box)
+    assert rearmed == [(box,)] * (snapshot.REARMS - 1)
+    assert off == [True] and pins.current() == ()

@@ -23,7 +23,8 @@ static PyObject *tags_empty_slot;
 
 /* The slots whose values a node may pin, by the node's exact type (see the Note's
  * "function slots"): a function's code, defaults, keyword defaults, closure, name and
- * qualname; a cell's contents; a class's MRO, namespace dict, name and qualname. Fills ``out`` (at most JG_MAX_SLOTS) and returns how many;
+ * qualname; a cell's contents; a class's MRO, namespace dict, name and qualname (an exact
+ * list's items are its slots too: ``tags_slots_match`` and ``slot_values``). Fills ``out`` (at most JG_MAX_SLOTS) and returns how many;
  * -1 for any other type. */
 #define JG_MAX_SLOTS 6
 static int
@@ -59,6 +60,19 @@ tags_slots(PyObject *o, PyObject **out)
 static int
 tags_slots_match(PyObject *o, PyObject *expected)
 {
+    if (PyList_CheckExact(o)) {
+        /* an exact list's slots are its items, compared by address (held by ``keep``) */
+        Py_ssize_t len = PyList_GET_SIZE(o);
+        if (len != PyTuple_GET_SIZE(expected)) {
+            return 0;
+        }
+        for (Py_ssize_t i = 0; i < len; i++) {
+            if (PyList_GET_ITEM(o, i) != PyTuple_GET_ITEM(expected, i)) {
+                return 0;
+            }
+        }
+        return 1;
+    }
     PyObject *now[JG_MAX_SLOTS];
     int n = tags_slots(o, now);
     if (n < 0 || n != PyTuple_GET_SIZE(expected)) {
@@ -298,6 +312,9 @@ py_instance_dict_id(PyObject *mod, PyObject *o)
 static PyObject *
 py_slot_values(PyObject *mod, PyObject *o)
 {
+    if (PyList_CheckExact(o)) {
+        return PyList_AsTuple(o);
+    }
     PyObject *now[JG_MAX_SLOTS];
     int n = tags_slots(o, now);
     if (n < 0) {
@@ -317,7 +334,7 @@ py_slot_values(PyObject *mod, PyObject *o)
 
 #define JG_TAGS_METHODS \
     {"slot_values", py_slot_values, METH_O, \
-     "slot_values(o): the values of o's pinnable slots, None if its type has none."}, \
+     "slot_values(o): the values of o's pinnable slots (an exact list's items), None if its type has none."}, \
     {"dict_version", py_dict_version, METH_O, "dict_version(d): d's version tag."}, \
     {"type_version", py_type_version, METH_O, \
      "type_version(tp): tp's version tag (assigned now if missing), 0 if it has none."}, \

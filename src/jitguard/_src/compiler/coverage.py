@@ -35,7 +35,8 @@ from .builtin_kinds import (
 from .identity_kinds import BoolMatch, DuplicateInput, IdMatch, NoneMatch, TypeMatch
 from .python_kinds import BuiltinMatch, ClassMatch, ModuleMatch
 
-__all__ = ["UNSTABLE", "Rule", "cover", "extend", "generic_lookup", "mro_lookup", "rule"]
+__all__ = ["UNSTABLE", "Rule", "cover", "extend", "generic_lookup", "generic_member",
+           "model_getattribute", "mro_lookup", "rule"]
 
 Rule = Callable[[Any, Any, Any], bool]
 
@@ -68,6 +69,35 @@ def generic_lookup(tp: type) -> bool:
             and mro_lookup(tp, "__getattribute__") in (_OBJECT_GETATTRIBUTE, _MODULE_GETATTRIBUTE))
 
 
+# Models of a class's own ``__getattribute__`` ([Note: A modelled __getattribute__]).
+_GETATTRIBUTE_MODELS: list[Callable[[Any, str, Any], Optional[str]]] = []
+
+
+def model_getattribute(model: Callable[[Any, str, Any], Optional[str]]) -> None:
+    """Register ``model(v, member, rec)``: for an object whose class has its own
+    ``__getattribute__``, the name whose generic lookup (object's: the instance dict, then
+    the MRO's namespaces) ``v.member`` reads, once the model has recorded in ``rec``
+    everything that makes it so; None when it does not vouch for ``v``
+    ([Note: A modelled __getattribute__])."""
+    _GETATTRIBUTE_MODELS.append(model)
+
+
+def generic_member(v: Any, member: str, rec: Any) -> Optional[str]:
+    """The name object's generic lookup reads for ``v.member``: ``member`` where
+    ``type(v)`` keeps object's (or a module's) ``__getattribute__``, else what a registered
+    model says; None when nothing vouches for it."""
+    tp = type(v)
+    if generic_lookup(tp):
+        return member
+    if issubclass(tp, type):
+        return None
+    for model in _GETATTRIBUTE_MODELS:
+        got = model(v, member, rec)
+        if got is not None:
+            return got
+    return None
+
+
 def _immutable(v: Any) -> bool:
     if type(v) in _IMMUTABLE:
         return True
@@ -90,6 +120,11 @@ def _exact_container(v: Any, params: Any, rec: Any) -> bool:
     return type(v) in (dict, tuple)
 
 
+def _exact_sequence(v: Any, params: Any, rec: Any) -> bool:
+    """An exact dict or tuple, or an exact list whose items the snapshot pins."""
+    return type(v) in (dict, tuple) or (type(v) is list and rec.pin_slots(v))
+
+
 def _dict_contains(v: Any, params: Any, rec: Any) -> bool:
     return type(v) in _DICTS and type(params[0]) in (str, int)
 
@@ -105,7 +140,10 @@ def _has_attr(v: Any, member: Any, rec: Any) -> bool:
     and no class has a data descriptor of that name, or a class has it as a plain
     (non-descriptor) attribute. (An attribute found never reaches ``__getattr__``.)"""
     tp = type(v)
-    if type(member) is not str or not generic_lookup(tp):
+    if type(member) is not str:
+        return False
+    member = generic_member(v, member, rec)
+    if member is None:
         return False
     found = mro_lookup(tp, member)
     if found is not UNSTABLE and is_data_descriptor(found):
@@ -121,7 +159,10 @@ def _lacks_attr(v: Any, member: Any, rec: Any) -> bool:
     ``__getattr__``, and neither has the instance dict (a module's ``__getattr__`` lives
     there)."""
     tp = type(v)
-    if type(member) is not str or not generic_lookup(tp):
+    if type(member) is not str:
+        return False
+    member = generic_member(v, member, rec)
+    if member is None:
         return False
     if mro_lookup(tp, member) is not UNSTABLE or mro_lookup(tp, "__getattr__") is not UNSTABLE:
         return False
@@ -158,7 +199,7 @@ _COVERED: dict[type, Rule] = {
     LengthCheck: _dict_content,
     DictContains: _dict_contains,
     DictKeysMatch: _exact_container,
-    SequenceLength: _exact_container,
+    SequenceLength: _exact_sequence,
     NotPresentInGenericDict: _not_present,
     HasAttr: _has_attr,
     NotHasAttr: _lacks_attr,

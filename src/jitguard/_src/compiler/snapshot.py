@@ -23,6 +23,8 @@ the kinds it covers; check).
 #     and compared by address; an item of the function's globals dict), or a read from a
 #     stable value that depends on nothing but dicts, types and identities: a dict item
 #     (``dict.__getitem__``, any dict subclass), a key by position, an exact tuple's item,
+#     an exact list's item by an int index (the list's items pinned by address: its
+#     length and each item compared, held by the snapshot),
 #     ``type(v)``, a relabel, and ``v.attr`` where ``type(v)`` keeps object's (or a
 #     module's) ``__getattribute__``, no class of its MRO has a data descriptor named
 #     ``attr``, and ``attr`` is in ``v``'s instance dict, or else is a class attribute
@@ -41,7 +43,8 @@ the kinds it covers; check).
 #     CLASS/MODULE/BUILTIN_MATCH, DUPLICATE_INPUT), EQUALS_MATCH and CONSTANT_MATCH on a
 #     value of an immutable exact type, and the dict ones on an exact dict or
 #     OrderedDict (EMPTY_NN_MODULE_HOOKS_DICT, DICT_CONTAINS, LENGTH_CHECK; DICT_KEYS_MATCH
-#     and SEQUENCE_LENGTH on an exact dict or tuple), NOT_PRESENT_IN_GENERIC_DICT where the
+#     and SEQUENCE_LENGTH on an exact dict or tuple, SEQUENCE_LENGTH on an exact list whose
+#     items are pinned), NOT_PRESENT_IN_GENERIC_DICT where the
 #     type's ``__dict__`` is the standard one, CLASS_ATTRS_MATCH (a function of the type
 #     and its MRO's namespaces: the type's tag), HASATTR and NOT_HASATTR where the
 #     lookup is decided by dicts alone (object's ``__getattribute__``, found in the
@@ -72,7 +75,9 @@ the kinds it covers; check).
 # (``setattr(type(m), ...)``, a base class changed, ``__bases__`` assigned: the type tag);
 # each pinned function or cell holds the same objects in its slots (``f.__code__ = c``,
 # ``f.__defaults__ = d``, ``cell.cell_contents = v`` store into the field; the types are
-# exact and immutable, so the field is what the read returns).
+# exact and immutable, so the field is what the read returns); each pinned exact list holds
+# the same items (its length and every item compared by address: any store, insertion or
+# deletion changes one of them, and the items are held, so no address is reused).
 # A root is the same object (its weak reference still leads to it, and the argument is
 # it). So by induction along each chain every stable source reads the same object as
 # then, and each covered leaf's verdict, a function of those objects' identities, types,

@@ -159,8 +159,10 @@ class Recorder:
                 return _UNSTABLE
             v = keys[src.index]
         elif type(src) is GetItemSource:
-            if src.index_is_slice or type(base) not in (dict, tuple):
+            if src.index_is_slice or type(base) not in (dict, tuple, list):
                 return _UNSTABLE
+            if type(base) is list and (type(src.index) is not int or not self.pin_slots(base)):
+                return _UNSTABLE  # an exact list's items, pinned by address
             try:
                 v = base[src.index]
             except (KeyError, IndexError, TypeError):
@@ -188,8 +190,10 @@ class Recorder:
             return self._slot(base, member)
         if issubclass(tp, type):
             return self._class_attr(base, member)
-        if not coverage.generic_lookup(tp):
+        generic = coverage.generic_member(base, member, self)
+        if generic is None:
             return _UNSTABLE
+        member = generic
         found = _mro_lookup(tp, member)
         if member == "__class__" and found is _OBJECT_CLASS:
             return tp  # object's own descriptor: the exact type, which base's node pins

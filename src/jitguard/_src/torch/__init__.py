@@ -78,6 +78,7 @@ def install() -> None:
             state,
             symbolic,
             tensor_match,
+            transformers_coverage,  # noqa: F401  (registers its snapshot model on import)
         )
 
         state.register_states()
