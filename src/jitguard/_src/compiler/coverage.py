@@ -12,6 +12,19 @@ which offers ``rec.instance_dict(obj)`` (the object's instance dict, recorded wi
 tag; None when it has none), ``rec.node(obj)`` (record one more object) and
 ``rec.pin_slots(obj)`` (record a function with its code, defaults and closure). A rule that
 says True must be sure the verdict cannot change while every recorded tag holds.
+
+# [Note: A modelled __getattribute__]
+# A read ``v.member`` is stable only where it is a function of dicts, types and identities.
+# Object's (or a module's) ``__getattribute__`` is: the instance dict, then the MRO's
+# namespaces. A class with its own ``__getattribute__`` runs Python code, which in general
+# nothing pins; but a layer that knows that code may register a model of it
+# (``model_getattribute``): ``model(v, member, rec)`` returns the name whose generic lookup
+# the read is, after recording in ``rec`` everything that makes it so (the functions with
+# their code and cells, the dicts they consult, by their tags), or None. ``generic_member``
+# asks the models; the recorder's attribute reads and the HASATTR and NOT_HASATTR rules
+# then treat the read as the generic lookup of that name. A model must vouch only for code
+# it has read (the torch frontend's model of transformers' configs recognizes the
+# functions by a fingerprint of their bytecode: [Note: transformers' config reads]).
 """
 
 from __future__ import annotations
