@@ -140,3 +140,30 @@ def test_a_replaced_getattribute_code_is_seen() -> None:
         torch.testing.assert_close(_logits(got), _logits(want))
     finally:
         fn.__code__ = old
+
+
+
+def test_a_replaced_builtin_super_is_seen() -> None:
+    """``builtins.super`` replaced after compiling (so the configs' zero-argument
+    ``super()`` raises, in eager too) fails the snapshot: the call runs the config's reads
+    through the new ``super`` and raises as eager does, never serving the entry."""
+    import builtins
+
+    c, model, kw = _compiled()
+    real = builtins.super
+
+    def other_super(*args: Any) -> Any:
+        return real(*args)
+
+    raised: list[str] = []
+    with torch.no_grad():  # (its context manager calls super() too, as pytest.raises does)
+        try:
+            builtins.super = other_super  # type: ignore[assignment]
+            for call in (lambda: model(**kw), lambda: c(**kw)):
+                try:
+                    call()
+                except RuntimeError as e:
+                    raised.append(str(e))
+        finally:
+            builtins.super = real  # type: ignore[misc]
+    assert len(raised) == 2 and all("super" in r for r in raised), raised
