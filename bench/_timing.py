@@ -18,6 +18,10 @@ from typing import Any, Literal
 MAX_CALIBRATION_NUMBER = 1 << 22
 
 
+#: Untimed runs of each variant before calibrating (``time_variants``).
+WARMUP_RUNS = 8
+
+
 def calibrate(timer: timeit.Timer, batch_s: float) -> int:
     """How many runs of ``timer``'s statement make one batch of about ``batch_s`` seconds:
     trial batches grow fourfold until one takes a quarter of that, then are scaled up."""
@@ -50,6 +54,11 @@ def time_variants(
     one after the other; ``order`` says how the order changes from one pass to the next
     (passes counted over all repetitions): ``"reverse"``, reversed on every other pass;
     ``"rotate"``, rotated by one. gc is collected, then disabled while timing."""
+    # one untimed warm-up batch each: a variant's first calls may pay one-off work (a
+    # structure snapshot retaken after another variant's compile changed a module's
+    # globals), which would make calibration pick batches of a few calls
+    for t in timers.values():
+        t.timeit(WARMUP_RUNS)
     numbers = {k: calibrate(t, batch_s) for k, t in timers.items()}
     keys = list(timers)
     out: dict[str, list[float]] = {k: [] for k in keys}
