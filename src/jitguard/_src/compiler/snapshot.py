@@ -146,16 +146,21 @@ class Plan:
         self.covered = covered
         self.volatile = volatile
         self.pinned = pinned
+        # what ``plan`` resolved, until ``install`` takes its first snapshot from it
+        self.recorder: Optional[Recorder] = None
 
 
-def _record(check: Any, values: tuple[Any, ...], p: Plan) -> Any:
+def _record(check: Any, values: tuple[Any, ...], p: Plan,
+            rec: Optional[Recorder] = None) -> Any:
     """The snapshot and the pinned values for ``values``, or None when a covered leaf or
-    a pinned source is no longer stable."""
-    rec = Recorder(dict(zip(check.arg_names, values, strict=True)), check.f_globals,
-                    check.arg_names)
-    for i in p.covered:
-        if not _covered(check.leaves[i], rec):
-            return None
+    a pinned source is no longer stable. ``rec``: the recorder ``plan`` filled for these
+    same values, whose covered leaves it has resolved (install's first snapshot)."""
+    if rec is None:
+        rec = Recorder(dict(zip(check.arg_names, values, strict=True)), check.f_globals,
+                       check.arg_names)
+        for i in p.covered:
+            if not _covered(check.leaves[i], rec):
+                return None
     pins = tuple(rec.resolve(s) for s in p.pinned)
     if any(v is _UNSTABLE for v in pins):
         return None
@@ -219,7 +224,9 @@ def plan(check: Any, values: tuple[Any, ...]) -> Optional[Plan]:
     arg_names = (*check.arg_names, *(pinner.pinned[s].local_name for s in pinned))
     volatile = CheckFunction(leaves, check.guards, name=f"{check.name} volatile",
                              arg_names=arg_names, f_globals=check.f_globals)
-    return Plan(covered, volatile, pinned)
+    out = Plan(covered, volatile, pinned)
+    out.recorder = rec
+    return out
 
 
 class Pins:
@@ -296,7 +303,10 @@ def install(check: Any, values: tuple[Any, ...],
         p = plan(check, values)
         if p is None or not check.fn(*values):
             return False
-        got = _record(check, values, p)
+        # the first snapshot is taken from what plan resolved for these values (each
+        # read once, not twice); like any snapshot, it holds only while nothing changed
+        rec, p.recorder = p.recorder, None
+        got = _record(check, values, p, rec)
     except Exception:
         return False
     if got is None:
