@@ -206,3 +206,15 @@ def test_agrees_refuses_a_dict_subclass_along_a_chain(monkeypatch: pytest.Monkey
     assert pinned_inputs._agrees(pg, reader, (m, x), fn.__globals__)
     m[2]._parameters = _Swapping(m[2]._parameters)  # type: ignore[assignment]
     assert not pinned_inputs._agrees(pg, reader, (m, x), fn.__globals__)
+
+
+def test_the_reader_is_readable_in_linecache() -> None:
+    """The generated reader's source is in linecache under its own file name."""
+    import inspect
+
+    m = _model()
+    c, x = _compiled(m)
+    reader = next(k for k in _program(_entry(c)).__code__.co_consts
+                  if getattr(k, "__name__", "") == "read_graph_inputs")
+    assert reader.__code__.co_filename.startswith("<jitguard graph inputs ")
+    assert "pins = ___state[1]" in inspect.getsource(reader)

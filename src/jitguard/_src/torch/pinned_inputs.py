@@ -45,6 +45,8 @@ standard library.
 
 from __future__ import annotations
 
+import itertools
+import linecache
 import operator
 import types
 import weakref
@@ -61,6 +63,7 @@ ENV_VAR = "JITGUARD_PINNED_INPUTS"
 MIN_PINNED = 4
 
 enabled = env.flag(ENV_VAR, default=True)
+_numbers = itertools.count()
 
 # artifact -> (the program it runs, the global name of the compiled graph that calls)
 _graphs: weakref.WeakKeyDictionary[Any, tuple[types.FunctionType, str]] = (
@@ -166,5 +169,11 @@ def _reader(pg: adapter_fast.Pregraph, pins: Any,
             "    if len(pins) != ___n:  # the front check is off for good: read every input",
             f"        return tuple(___read(i, ({args},), ___G) for i in range(___count))",
             f"    return ({', '.join(parts)},)"]
-    exec(compile("\n".join(body), "<jitguard graph inputs>", "exec"), ns)
-    return ns["read_graph_inputs"]
+    text = "\n".join(body) + "\n"
+    filename = f"<jitguard graph inputs {next(_numbers)}>"
+    exec(compile(text, filename, "exec"), ns)
+    fn = ns["read_graph_inputs"]
+    # readable in tracebacks and debuggers, for as long as the reader lives
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    weakref.finalize(fn, linecache.cache.pop, filename, None)
+    return fn
