@@ -213,7 +213,7 @@ def test_the_reader_is_readable_in_linecache() -> None:
     import inspect
 
     m = _model()
-    c, x = _compiled(m)
+    c, _x = _compiled(m)
     reader = next(k for k in _program(_entry(c)).__code__.co_consts
                   if getattr(k, "__name__", "") == "read_graph_inputs")
     assert reader.__code__.co_filename.startswith("<jitguard graph inputs ")
