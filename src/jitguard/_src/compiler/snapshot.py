@@ -256,11 +256,7 @@ class Pins:
         self._rearmed.append(callback)
 
     def _rearm(self, args: tuple[Any, ...]) -> None:
-        for cb in list(self._rearmed):
-            try:
-                cb(args)
-            except Exception:  # a callback's failure must not stop the others
-                pass
+        _run(list(self._rearmed), args)
 
     def on_disarm(self, callback: Any) -> None:
         """Run ``callback()`` once the front check is off for good (now, if it is)."""
@@ -271,11 +267,15 @@ class Pins:
 
     def _disarmed(self) -> None:
         callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
-            try:
-                cb()
-            except Exception:  # a callback's failure must not stop the others
-                pass
+        _run(callbacks)
+
+
+def _run(callbacks: list[Any], *args: Any) -> None:
+    for cb in callbacks:
+        try:
+            cb(*args)
+        except Exception:  # a callback's failure must not stop the others
+            pass
 
 
 def pins(check: Any) -> Optional[Pins]:

@@ -111,28 +111,32 @@ class Pregraph:
 
     def read(self, index: int, values: tuple[Any, ...], f_globals: dict[str, Any]) -> Any:
         """Input ``index`` read as the bytecode reads it, from the parameters' ``values``."""
-        path = self.paths[index]
-        value = (values[self.params.index(path[1])] if path[0] == "L"
-                 else f_globals[path[1]])
-        for kind, key in path[2:]:
-            value = value[key] if kind == "item" else getattr(value, key)
-        return value
+        return self._follow(self.paths[index], values, f_globals, exact=False)
 
-    def exact_items(self, values: tuple[Any, ...], f_globals: dict[str, Any]) -> bool:
-        """Whether every item each chain reads, from the parameters' ``values``, is read
-        from an exact dict, OrderedDict, tuple or list (whose item read is the container's
+    def read_exact(self, values: tuple[Any, ...],
+                   f_globals: dict[str, Any]) -> Optional[list[Any]]:
+        """Every input read as ``read`` reads it; None where an item is read from anything
+        but an exact dict, OrderedDict, tuple or list (whose item read is the container's
         own, as a pinned source reads it)."""
+        out = []
         for path in self.paths:
-            value = (values[self.params.index(path[1])] if path[0] == "L"
-                     else f_globals[path[1]])
-            for kind, key in path[2:]:
-                if kind == "item":
-                    if type(value) not in _EXACT_ITEMS:
-                        return False
-                    value = value[key]
-                else:
-                    value = getattr(value, key)
-        return True
+            got = self._follow(path, values, f_globals, exact=True)
+            if got is _INEXACT:
+                return None
+            out.append(got)
+        return out
+
+    def _follow(self, path: Path, values: tuple[Any, ...], f_globals: dict[str, Any], *,
+                exact: bool) -> Any:
+        value = values[self.params.index(path[1])] if path[0] == "L" else f_globals[path[1]]
+        for kind, key in path[2:]:
+            if kind == "item":
+                if exact and type(value) not in _EXACT_ITEMS:
+                    return _INEXACT
+                value = value[key]
+            else:
+                value = getattr(value, key)
+        return value
 
     def expression(self, index: int, param_names: tuple[str, ...]) -> Optional[str]:
         """Input ``index`` as a Python expression over ``param_names`` (the parameters
@@ -140,10 +144,7 @@ class Pregraph:
         path = self.paths[index]
         if path[0] != "L":
             return None
-        out = param_names[self.params.index(path[1])]
-        for kind, key in path[2:]:
-            out += f"[{key!r}]" if kind == "item" else f".{key}"
-        return out
+        return _render(path, param_names[self.params.index(path[1])])
 
     def rewrite(self, reader: Callable[..., tuple[Any, ...]]) -> Optional[types.CodeType]:
         """The code with the reads replaced by one call ``reader(*params)`` whose tuple is
@@ -178,10 +179,13 @@ class Pregraph:
 
 
 _EXACT_ITEMS = (dict, collections.OrderedDict, tuple, list)
+_INEXACT: Any = object()
 
 
-def _render(path: Path) -> str:
-    out = f"{path[0]}[{path[1]!r}]"
+def _render(path: Path, root: Optional[str] = None) -> str:
+    """``path`` as a source names it (``L['self']._modules['a']``), or with its root
+    written as ``root``."""
+    out = root if root is not None else f"{path[0]}[{path[1]!r}]"
     for kind, key in path[2:]:
         out += f"[{key!r}]" if kind == "item" else f".{key}"
     return out

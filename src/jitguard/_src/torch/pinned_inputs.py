@@ -124,9 +124,9 @@ def _agrees(pg: adapter_fast.Pregraph, reader: Callable[..., tuple[Any, ...]],
             values: tuple[Any, ...], f_globals: dict[str, Any]) -> bool:
     """Whether ``reader`` returns, for ``values``, exactly (``is``) what the chains read,
     every item read along them from an exact container."""
-    if len(values) != len(pg.params) or not pg.exact_items(values, f_globals):
+    want = pg.read_exact(values, f_globals) if len(values) == len(pg.params) else None
+    if want is None:
         return False
-    want = [pg.read(i, values, f_globals) for i in range(len(pg.paths))]
     have = reader(*values)
     return len(have) == len(want) and all(a is b for a, b in zip(have, want, strict=True))
 

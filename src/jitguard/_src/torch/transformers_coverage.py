@@ -43,14 +43,14 @@ from ..compiler import coverage
 
 __all__: list[str] = []
 
-# (module, qualname) -> the fingerprint of the code the model was written against
-_KNOWN = {
-    ("transformers.configuration_utils", "PreTrainedConfig.__getattribute__"):
-        "3c023be25a4d097a",
+# The two functions, in MRO order: (module, qualname, the fingerprint of the code the
+# model was written against)
+_KNOWN = (
+    ("transformers.configuration_utils", "PreTrainedConfig.__getattribute__",
+     "3c023be25a4d097a"),
     ("transformers.integrations.heterogeneity.configuration_utils",
-     "HeterogeneousConfigMixin.__getattribute__"): "f2ad78770d96bff1",
-}
-_ORDER = tuple(_KNOWN)
+     "HeterogeneousConfigMixin.__getattribute__", "f2ad78770d96bff1"),
+)
 _fingerprints: dict[types.CodeType, str] = {}
 
 
@@ -63,13 +63,11 @@ def _fingerprint(code: types.CodeType) -> str:
     return got
 
 
-def _pinned_function(fn: Any, owner: type, rec: Any) -> bool:
-    """``fn`` is the known code, its ``__class__`` cell holds ``owner``, ``super`` is the
-    builtin; everything it relies on recorded in ``rec``."""
-    if type(fn) is not types.FunctionType:
-        return False
-    key = (fn.__module__, fn.__qualname__)
-    if key not in _KNOWN or _fingerprint(fn.__code__) != _KNOWN[key]:
+def _pinned_function(fn: Any, owner: type, known: tuple[str, str, str], rec: Any) -> bool:
+    """``fn`` is the ``known`` function with the known code, its ``__class__`` cell holds
+    ``owner``, ``super`` is the builtin; everything it relies on recorded in ``rec``."""
+    if (type(fn) is not types.FunctionType or (fn.__module__, fn.__qualname__) != known[:2]
+            or _fingerprint(fn.__code__) != known[2]):
         return False
     closure = fn.__closure__
     if (fn.__code__.co_freevars != ("__class__",) or closure is None
@@ -87,11 +85,8 @@ def _config_member(v: Any, member: str, rec: Any) -> Optional[str]:
     chain = [k for k in tp.__mro__ if "__getattribute__" in k.__dict__]
     if len(chain) != 3 or chain[2] is not object:
         return None
-    fns = [k.__dict__["__getattribute__"] for k in chain[:2]]
-    if [(getattr(f, "__module__", None), getattr(f, "__qualname__", None))
-            for f in fns] != list(_ORDER):
-        return None
-    if not all(_pinned_function(f, k, rec) for f, k in zip(fns, chain, strict=False)):
+    if not all(_pinned_function(k.__dict__["__getattribute__"], k, known, rec)
+               for k, known in zip(chain, _KNOWN, strict=False)):
         return None
     dict_slot = coverage.mro_lookup(tp, "__dict__")
     if type(dict_slot) is not types.GetSetDescriptorType or dict_slot.__name__ != "__dict__":
@@ -101,13 +96,10 @@ def _config_member(v: Any, member: str, rec: Any) -> Optional[str]:
         return None
     if member == "attribute_map":
         return member
-    if "attribute_map" in d:
-        amap = d["attribute_map"]
-    else:
-        amap = coverage.mro_lookup(tp, "attribute_map")
     found = coverage.mro_lookup(tp, "attribute_map")
     if found is not coverage.UNSTABLE and coverage.is_data_descriptor(found):
         return None
+    amap = d["attribute_map"] if "attribute_map" in d else found
     if type(amap) is not dict or not rec.node(amap):
         return None
     mapped = dict.get(amap, member, member)
