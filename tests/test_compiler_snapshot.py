@@ -279,3 +279,17 @@ def test_pins_callbacks_run_when_retaken_and_when_off() -> None:
         assert check.fn(box)
     assert rearmed == [(box,)] * (snapshot.REARMS - 1)
     assert off == [True] and pins.current() == ()
+
+
+def test_a_deferred_check_gets_a_front_check_and_generates_only_when_it_runs() -> None:
+    """A check whose code is deferred ([Note: Deferred check code]: a stored entry's) gets
+    its front check from ``accepts``, with no full code generated; the first structure
+    change generates the full check, which then rejects the call."""
+    box = _box()
+    built = _check(box)
+    check = jg.CheckFunction(built.leaves, built.guards, name="deferred box",
+                             arg_names=("b",), f_globals=None, deferred=True)
+    assert snapshot.install(check, (box,))
+    assert check.fn(box) and check.deferred
+    _set_code(box)
+    assert not check.fn(box) and not check.deferred

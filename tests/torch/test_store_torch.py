@@ -463,14 +463,20 @@ with torch.no_grad():
     y, y2 = c(x), c(x)
     expected = m(x)
 entry = list(jg.cache_of(c).entries())[0]
+deferred = entry.check.deferred
+m[3].note = 1  # a structure change no guard is about: the full check runs, and holds
+with torch.no_grad():
+    y3 = c(x)
 program = entry.artifact
 print("RESULT " + json.dumps({
+    "deferred": deferred, "deferred_after_change": entry.check.deferred,
     "events": [e.outcome for e in c.cache.store_events()],
     "compiles": c.cache.stats().compiles,
     "front_check": getattr(entry.check, "structure_skip", None) is not None,
     "pinned_inputs": any(getattr(k, "__name__", "") == "read_graph_inputs"
                          for k in program.__code__.co_consts),
-    "equal": bool(torch.allclose(y, expected) and torch.allclose(y2, expected)),
+    "equal": bool(torch.allclose(y, expected) and torch.allclose(y2, expected)
+                  and torch.allclose(y3, expected)),
 }))
 '''
 
@@ -479,7 +485,9 @@ print("RESULT " + json.dumps({
                     reason="the front check needs the C extension, its rewrite CPython 3.11")
 def test_loaded_entry_gets_the_front_check_and_pinned_inputs(tmp_path: Path) -> None:
     """An entry loaded in a new process gets the front check a compiled one gets, and its
-    program takes its graph's inputs from the pins ([Note: Inputs read from the pins])."""
+    program takes its graph's inputs from the pins ([Note: Inputs read from the pins]); its
+    full check's code is generated only once a structure change makes it run ([Note:
+    Deferred check code])."""
     (tmp_path / "deep.py").write_text(DEEP_RUNNER)
     env = {**os.environ, "PYTHONPATH": SRC, "JITGUARD_CACHE_KEY": "storetorch-test-key-0123456789"}
     results = []
@@ -493,3 +501,4 @@ def test_loaded_entry_gets_the_front_check_and_pinned_inputs(tmp_path: Path) -> 
     assert cold["events"] == ["saved"] and cold["front_check"] and cold["pinned_inputs"]
     assert warm["events"] == ["loaded"] and warm["compiles"] == 0
     assert warm["front_check"] and warm["pinned_inputs"] and warm["equal"]
+    assert not cold["deferred"] and warm["deferred"] and not warm["deferred_after_change"]

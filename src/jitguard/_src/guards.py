@@ -69,7 +69,8 @@ _S = TypeVar("_S")
 
 @dataclass_transform(frozen_default=True)
 def source_dataclass(cls: type[_S]) -> type[_S]:
-    """``dataclass(frozen=True)`` whose hash is computed once and cached.
+    """``dataclass(frozen=True)`` whose hash and ``guard_source()`` (and, for a chained
+    source, ``chain()``) are computed once and cached.
 
     Chained sources hash their whole chain; guard compilation hashes each source many times,
     so the cache turns that into one computation per source object.
@@ -87,7 +88,28 @@ def source_dataclass(cls: type[_S]) -> type[_S]:
         return h
 
     cls.__hash__ = __hash__  # type: ignore[method-assign]
+    compute = getattr(cls, "guard_source", None)
+    if compute is not None and not getattr(compute, "_jitguard_cached", False):
+        cls.guard_source = _cached_guard_source(compute)  # type: ignore[attr-defined]
     return cls
+
+
+def _cached_guard_source(compute: Callable[[Any], GuardSource]) -> Callable[[Any], GuardSource]:
+    """A source's ``guard_source()``, computed once (a function of its frozen fields; a
+    chained source's asks its base, so without the cache every new source walked its
+    whole chain). Kept out of pickles like the hash."""
+
+    def guard_source(self: Any) -> GuardSource:
+        got = getattr(self, "_jitguard_guard_source", None)
+        if got is None:
+            got = compute(self)
+            object.__setattr__(self, "_jitguard_guard_source", got)
+        return got
+
+    guard_source.__doc__ = compute.__doc__
+    guard_source.__qualname__ = compute.__qualname__
+    guard_source._jitguard_cached = True  # type: ignore[attr-defined]
+    return guard_source
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,13 +203,11 @@ class ChainedSource(Source):
         return self.chain()[-1]
 
     def chain(self) -> tuple[Source, ...]:
-        links: list[Source] = [self]
-        source = self.base
-        while isinstance(source, ChainedSource):
-            links.append(source)
-            source = source.base
-        links.extend(source.chain())
-        return tuple(links)
+        got: Optional[tuple[Source, ...]] = getattr(self, "_jitguard_chain", None)
+        if got is None:  # computed once, like the hash (the fields are frozen)
+            got = (self, *self.base.chain())
+            object.__setattr__(self, "_jitguard_chain", got)
+        return got
 
     def guard_source(self) -> GuardSource:
         return self.base.guard_source()

@@ -1,7 +1,7 @@
 """Persistent entries of one ``FunctionCache``: stored entries loaded into it, compiled ones
-saved from it.
+saved from it (``cache.loading`` joins the loaded ones to the cache).
 
-May import: errors, guards, compiler.*, store.*, dispatch.entry, cache.job (``pins_taker``).
+May import: errors, guards, compiler.*, store.*, dispatch.entry.
 
 # [Note: Persistent entries]
 # With a store (``specialize(..., store=...)``, or ``JITGUARD_STORE``), a function's
@@ -44,23 +44,10 @@ May import: errors, guards, compiler.*, store.*, dispatch.entry, cache.job (``pi
 #      it may serve other calls; the recompile's reasons name the guard as well).
 #   6. No fault of the store reaches the caller ([Note: Store faults]).
 #
-# [Note: Loading without collections]
-# Reading a stored entry makes many short-lived objects (the parsed header, the records,
-# the generator's texts and tables) next to the few that stay (the check, the artifact).
-# With the collector on, the young collections that so many allocations set off find the
-# short-lived ones still alive and promote them, and the promotions count toward the next
-# full collection, which walks the whole heap: in a process that imported torch and
-# transformers, one ~0.24 s collection inside a warm Qwen3 load (of ~0.8 s), none once the
-# load runs with the collector paused. So ``load_next`` pauses it while it re-binds a
-# tier's entries and restores it after (nested and concurrent loads share one pause:
-# the last to end restores it, and only if it was on): what was short-lived is freed by
-# then and never promoted. Cycles made meanwhile are collected later, as usual.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import inspect
 import logging
@@ -68,10 +55,9 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NamedTuple, Optional
 
-from ..compiler import snapshot
 from ..compiler.check import CheckFunction
 from ..compiler.schema import (
     compile_guard_records,
@@ -87,9 +73,8 @@ from ..guards import Source
 from ..store.codec import RecordError, StoredRecord
 from ..store.keys import entry_id, environment, function_identity, function_key
 from ..store.tiers import Fetched, Store, resolve_store, store_log, warn
-from .job import pins_taker
 
-__all__ = ["Loaded", "Persistence", "StoreEvent", "load_stored", "open_persistence"]
+__all__ = ["Loaded", "Persistence", "StoreEvent", "open_persistence"]
 
 _EVENTS = 256
 _EXPLAINED = 8  # loaded entries whose rejection of the loading call is explained
@@ -189,54 +174,6 @@ def open_persistence(fn: Any, compiler: Any, spec: Any, where: str,
     return persistence
 
 
-def load_stored(persist: Persistence, misses: Any, values: tuple[Any, ...]) -> Optional[CacheEntry]:
-    """Under the cache's lock, on a miss: read ``persist``'s tiers in turn until an entry
-    accepts ``values`` ([Note: Persistent entries] 3, 4); each loaded entry joins the cache
-    with a compile id of this process (``misses``, a ``cache.miss.MissPath``:
-    ``new_compile_id``, ``join``, ``evict_over``, ``lookup``)."""
-    joined: list[CacheEntry] = []
-    while persist.pending:
-        loaded = persist.load_next()
-        for item in loaded:
-            # the front check a compiled entry gets, taken on this call where the entry
-            # accepts it ([Note: Skipping structure guards by version tags])
-            snapshot.install(item.check, values,
-                             then=pins_taker(persist.compiler, item.artifact, values))
-            entry = misses.join(misses.new_compile_id(), item.artifact, item.check,
-                                item.dynamic)
-            persist.loaded(item, entry)
-            joined.append(entry)
-        if loaded:
-            misses.evict_over()
-            entry = misses.lookup(values)
-            if entry is not None:
-                return entry
-    persist.missed(joined, values)
-    return None
-
-
-_gc_lock = threading.Lock()
-_gc_pauses = [0, False]  # loads under way, whether the collector was on at the first
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The garbage collector off while this (and any concurrent) load runs, then as it
-    was ([Note: Loading without collections])."""
-    with _gc_lock:
-        if _gc_pauses[0] == 0:
-            _gc_pauses[1] = gc.isenabled()
-            gc.disable()
-        _gc_pauses[0] += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses[0] -= 1
-            if _gc_pauses[0] == 0 and _gc_pauses[1]:
-                gc.enable()
-
-
 class Persistence:
     """Loading and saving the entries of one function ([Note: Persistent entries])."""
 
@@ -310,21 +247,21 @@ class Persistence:
 
     # ---- loading ---------------------------------------------------------------------
     def load_next(self) -> list[Loaded]:
-        """Read the next tier: the entries that can join the cache."""
+        """Read the next tier: the entries that can join the cache (``cache.loading``
+        joins them)."""
         key = self.key
         if key is None or not self._pending:
             return []
         tier = self._pending.pop(0)
         fetched = self.store.fetch(key, tier)
         out = []
-        with _collector_paused():  # [Note: Loading without collections]
-            for item in fetched:
-                if item.entry in self._seen or _refused(self.store, f"{key}:{item.entry}"):
-                    continue
-                self._seen.add(item.entry)
-                loaded = self._load_one(key, item)
-                if loaded is not None:
-                    out.append(loaded)
+        for item in fetched:
+            if item.entry in self._seen or _refused(self.store, f"{key}:{item.entry}"):
+                continue
+            self._seen.add(item.entry)
+            loaded = self._load_one(key, item)
+            if loaded is not None:
+                out.append(loaded)
         if not fetched and tier == "sqlite":
             self._report_stale(key)
         return out
@@ -367,7 +304,7 @@ class Persistence:
                 )
             check = compile_guard_records(
                 records, arg_names=self.params, f_globals=self.f_globals,
-                name=f"{self.where.split(' in ')[0]} stored {item.entry}",
+                name=f"{self.where.split(' in ')[0]} stored {item.entry}", deferred=True,
             )
         except GuardSchemaError as e:
             raise _Refused("stale" if "newer jitguard" in str(e) else "rejected",
@@ -388,6 +325,12 @@ class Persistence:
             except Exception:
                 pass  # what was dynamic is information only; the guards decide
         return Loaded(ref, item.tier, check, artifact, frozenset(dynamic))
+
+    def reject(self, item: Loaded, reason: str) -> None:
+        """``item`` cannot join the cache after all: refused like a value that failed to
+        re-bind ([Note: Persistent entries] 4)."""
+        _refuse(self.store, item.ref)
+        self._event(item.ref, "rejected", reason, item.tier, warning=True)
 
     def loaded(self, item: Loaded, entry: CacheEntry) -> None:
         """``item`` joined the cache as ``entry``."""

@@ -54,9 +54,10 @@ from ..dispatch.table import EntryTable
 from ..guards import Source
 from .inspection import CacheInspection
 from .job import CompileJob, identity_compiler, where_and_frame
+from .loading import load_stored
 from .miss import MissPath, in_own_compile
 from .observe import dispatch_log
-from .persist import Persistence, load_stored, open_persistence
+from .persist import Persistence, open_persistence
 from .policy import ArgPolicy, root_name
 from .presets import resolve_policy
 from .reasons import HISTORY, RecompileHistory, log

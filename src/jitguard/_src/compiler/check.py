@@ -7,6 +7,7 @@ May import: errors, guards, contexts, compiler.*.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import threading
 import weakref
@@ -26,6 +27,7 @@ from .codegen import generate, leaf_order_key
 from .reference import GuardFailure, evaluate, explain_leaves
 from .shape import add_shape_guards
 from .values import Ident
+from .writer import check_root
 
 __all__ = ["CheckFunction", "CheckResult", "compile_guards"]
 
@@ -56,6 +58,10 @@ class CheckFunction:
     When an object held by identity dies, the check becomes invalid: ``fn`` returns False
     from then on (see [Note: Identity binding]), ``valid`` is False, ``invalid_reason`` says
     which source's object died, and callbacks added with ``on_invalidate`` run once.
+
+    With ``deferred=True`` the code is generated when first needed (``build()``, the first
+    call of ``fn``, or reading ``source``); ``accepts(*args)`` answers for one call without
+    generating it ([Note: Deferred check code]).
     """
 
     def __init__(
@@ -66,6 +72,7 @@ class CheckFunction:
         name: str,
         arg_names: Optional[tuple[str, ...]],
         f_globals: Optional[Mapping[str, Any]],
+        deferred: bool = False,
     ) -> None:
         self.leaves = leaves
         self.guards = guards
@@ -81,11 +88,59 @@ class CheckFunction:
         self._idents: list[Ident] = []
         # Set once the generated code is bound. An object bound weakly may die while the
         # code is generated (a collection, another thread): ``invalidate`` then only marks
-        # the check, and the end of ``__init__`` makes the bound code fail.
+        # the check, and the end of ``build`` makes the bound code fail.
         self._namespaces: list[dict[str, Any]] = []
         self._built = False
+        self._generated: Any = None
+        self._stub: Optional[Callable[..., bool]] = None
+        self.fn: Callable[..., bool]
+        if deferred:
+            self._defer()
+        else:
+            self.build()
+
+    def _defer(self) -> None:
+        """[Note: Deferred check code]: ``fn`` is a stub that generates the code when first
+        called; the objects held by identity are watched from now on."""
+        roots = {leaf_source.chain()[-1] for leaf in self.leaves for leaf_source in leaf.sources}
+        for root in roots:  # what generating would refuse is refused now, not at first use
+            check_root(root, self.arg_names, self.f_globals)
+        ns: dict[str, Any] = {"___build": self._build_or_fail}
+        fname = "deferred_check_" + "".join(
+            c if c.isalnum() and c.isascii() else "_" for c in self.name)
+        exec(compile(_DEFERRED.format(name=fname), f"<jitguard deferred check {self.name}>",
+                     "exec"), ns)
+        self._stub = self.fn = ns[fname]
         self_ref = weakref.ref(self)
-        holders: dict[int, list[str]] = {}
+        for ident, sources in _ident_holders(self.leaves).values():
+            if ident.is_weak and ident.alive:
+                ident.on_death(functools.partial(_invalidate_unbuilt, self_ref, sources))
+
+    def _build_or_fail(self) -> Callable[..., bool]:
+        """The stub's build: code that cannot be generated makes the check invalid (and
+        fail from then on), never an exception out of a check."""
+        try:
+            return self.build()
+        except Exception as e:
+            self.invalidate(f"its deferred code could not be generated: "
+                            f"{type(e).__name__}: {e}")
+            return _always_false
+
+    def build(self) -> Callable[..., bool]:
+        """Generate the code now if it was deferred (idempotent); returns the generated
+        check function (which ``fn`` is, unless a front check replaced ``fn``)."""
+        if self._built:
+            return self._generated
+        with self._lock:
+            if self._built:
+                return self._generated
+            self._generate()
+            return self._generated
+
+    def _generate(self) -> None:
+        leaves, name = self.leaves, self.name
+        self_ref = weakref.ref(self)
+        holders: dict[int, tuple[Ident, list[Optional[Source]]]] = {}
 
         def on_weak(ident: Ident, const_name: str, namespace: dict[str, Any]) -> None:
             # ``namespace`` is the globals of the function (the check or one of its chunks)
@@ -94,24 +149,56 @@ class CheckFunction:
             if not self._idents:
                 holders.update(_ident_holders(leaves))
             self._idents.append(ident)
-            source_names = holders.get(id(ident), [])
-            ident.on_death(lambda: _invalidate(self_ref, namespace, const_name, source_names))
+            sources = holders.get(id(ident), (ident, []))[1]
+            ident.on_death(lambda: _invalidate(self_ref, namespace, const_name, sources))
 
-        code = generate(leaves, name=name, arg_names=arg_names, f_globals=f_globals, on_weak=on_weak)
+        code = generate(leaves, name=name, arg_names=self.arg_names, f_globals=self.f_globals,
+                        on_weak=on_weak)
         # The function holds its Idents (and so their death callbacks) itself.
         code.namespace["___weak_idents"] = self._idents
-        self.fn: Callable[..., bool] = code.fn
-        self.source = code.source
-        self.filename = code.filename
+        self._generated = code.fn
+        if self._stub is None or self.fn is self._stub:
+            self.fn = code.fn
+        self._source = code.source
+        self._filename = code.filename
         # Every file registered in linecache: the check function's, then its chunks' (see
         # [Note: Chunked checks]); one unless the check is large.
-        self.filenames = tuple(f for f, _ in code.parts)
-        weakref.finalize(self, forget, *self.filenames)
-        with self._lock:
-            self._namespaces = code.namespaces
-            self._built = True
-            if not self.valid:  # an object it binds died while it was being generated
-                self._fail_from_now_on()
+        self._filenames = tuple(f for f, _ in code.parts)
+        weakref.finalize(self, forget, *self._filenames)
+        self._namespaces = code.namespaces
+        self._built = True
+        if not self.valid:  # an object it binds died while it was being generated
+            self._fail_from_now_on()
+
+    @property
+    def deferred(self) -> bool:
+        """Whether the code is still to be generated ([Note: Deferred check code])."""
+        return not self._built
+
+    @property
+    def source(self) -> str:
+        """The generated source (generated now if it was deferred)."""
+        self.build()
+        return self._source
+
+    @property
+    def filename(self) -> str:
+        self.build()
+        return self._filename
+
+    @property
+    def filenames(self) -> tuple[str, ...]:
+        self.build()
+        return self._filenames
+
+    def accepts(self, *args: Any) -> bool:
+        """Whether every guard holds for ``args``, without generating deferred code (the
+        reference evaluator answers then, once)."""
+        if self._built:
+            return bool(self.build()(*args))
+        if not self.valid:
+            return False
+        return evaluate(self.leaves, self._frame(args), self.f_globals or {})
 
     def __call__(self, *args: Any) -> bool:
         return self.fn(*args)
@@ -177,7 +264,7 @@ class CheckFunction:
                 return
             self.valid = False
             self.invalid_reason = reason
-            if self._built:
+            if self._built or self._stub is not None:
                 self._fail_from_now_on()
             callbacks, self._callbacks = self._callbacks, []
         for cb in callbacks:
@@ -191,7 +278,11 @@ class CheckFunction:
         # Whoever took ``check.fn`` before (a cache entry) still calls the generated
         # function: give it a body that fails, whatever it binds by identity.
         self.fn.__code__ = _always_false.__code__
-        self.fn = _always_false
+        if self._stub is not None:
+            self._stub.__code__ = _always_false.__code__
+        if self._generated is not None:
+            self._generated.__code__ = _always_false.__code__
+        self.fn = self._generated = _always_false
 
     def __repr__(self) -> str:
         state = "valid" if self.valid else f"invalid: {self.invalid_reason}"
@@ -202,32 +293,62 @@ def _always_false(*args: Any) -> bool:
     return False
 
 
-def _ident_holders(leaves: list[Leaf]) -> dict[int, list[str]]:
-    """For each Ident in the leaves' params (by id), the names of the sources guarded by it.
-    One walk over all leaves, so binding many objects weakly stays linear."""
-    holders: dict[int, list[str]] = {}
+# [Note: Deferred check code]
+# A check re-bound from the store may never need its full generated code: when it gets a
+# front check ([Note: Skipping structure guards by version tags]) the full check runs only
+# after a structure change. So ``compile_guard_records(..., deferred=True)`` makes a
+# ``CheckFunction`` whose ``fn`` is a stub that generates the code on its first call (under
+# the check's lock, once), and ``accepts`` answers for one call with the reference
+# evaluator instead. Nothing else changes: ``source``, ``filename`` and ``filenames``
+# generate on access; an object held weakly by identity that dies invalidates the check at
+# once (the leaves' Idents are watched from the start, not from generation); an invalid
+# check's stub, like its generated function, fails from then on. The generated function
+# and the stub take the same arguments and give the same verdicts (the reference evaluator
+# is tested against generated code on random guards).
+_DEFERRED = '''\
+def {name}(*args):
+    return ___build()(*args)
+'''
+
+
+def _invalidate_unbuilt(ref: Any, sources: list[Optional[Source]]) -> None:
+    check = ref()
+    if check is not None:
+        check.invalidate(_died(sources, "an object it holds by identity"))
+
+
+def _ident_holders(leaves: list[Leaf]) -> dict[int, tuple[Ident, list[Optional[Source]]]]:
+    """For each Ident in the leaves' params (by id), the Ident and the sources guarded by
+    it. One walk over all leaves, so binding many objects weakly stays linear."""
+    holders: dict[int, tuple[Ident, list[Optional[Source]]]] = {}
     for leaf in leaves:
+        if not isinstance(leaf.params, (Ident, tuple, list)):
+            continue  # most params hold no Ident: one test, not a walk
         stack = [leaf.params]
         while stack:
             p = stack.pop()
             if isinstance(p, Ident):
-                holders.setdefault(id(p), []).append(
-                    leaf.sources[0].name() if leaf.sources else "?"
-                )
+                holders.setdefault(id(p), (p, []))[1].append(
+                    leaf.sources[0] if leaf.sources else None)
             elif isinstance(p, (tuple, list)):
                 stack.extend(p)
     return holders
 
 
+def _died(sources: list[Optional[Source]], fallback: str) -> str:
+    """The reason a check is invalid once the object guarding ``sources`` died (names
+    built only then: naming thousands of sources up front costs)."""
+    names = dict.fromkeys(s.name() if s is not None else "?" for s in sources)
+    return f"Cache line invalidated because {' and '.join(names) or fallback} got deallocated"
+
+
 def _invalidate(
-    ref: Any, namespace: dict[str, Any], const_name: str, source_names: list[str]
+    ref: Any, namespace: dict[str, Any], const_name: str, sources: list[Optional[Source]]
 ) -> None:
     namespace[const_name] = -1
     check = ref()
-    if check is None:
-        return
-    what = " and ".join(dict.fromkeys(source_names)) or const_name
-    check.invalidate(f"Cache line invalidated because {what} got deallocated")
+    if check is not None:
+        check.invalidate(_died(sources, const_name))
 
 
 def compile_guards(

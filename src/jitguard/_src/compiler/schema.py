@@ -286,14 +286,17 @@ def compile_guard_records(
     arg_names: Optional[Sequence[str]] = None,
     f_globals: Optional[Mapping[str, Any]] = None,
     name: str = "guards",
+    deferred: bool = False,
 ) -> CheckFunction:
     """A check function from imported records, with no frame to build from (what each guard
-    expects is in the record). Every record must be portable."""
+    expects is in the record). Every record must be portable. ``deferred``: generate its
+    code when first needed ([Note: Deferred check code])."""
     from .codegen import leaf_order_key
 
     leaves = sorted((r.to_leaf() for r in records), key=leaf_order_key)
     args = tuple(arg_names) if arg_names is not None else None
-    return CheckFunction(leaves, [], name=name, arg_names=args, f_globals=f_globals)
+    return CheckFunction(leaves, [], name=name, arg_names=args, f_globals=f_globals,
+                         deferred=deferred)
 
 
 def guard_schema() -> dict[str, Any]:

@@ -278,6 +278,29 @@ def _decode_enum_member(data: Mapping[str, Any], where: str) -> enum.Enum:
     return member
 
 
+def _decode_object(data: dict[str, Any], where: str) -> Ident:
+    """An object held by identity (``{"$": "object", ...}``)."""
+    if "const" in data:
+        if data["const"] not in (None, True, False):
+            raise GuardSchemaError(f"{where}: {data['const']!r} is not None, True or False")
+        return Ident(data["const"])
+    if "module" in data:
+        obj = sys.modules.get(data["module"])
+        if obj is None:
+            raise GuardSchemaError(f"{where}: module {data['module']} is not loaded")
+        return Ident(obj)
+    if "enum" in data:
+        return Ident(_decode_enum_member(data, where))
+    if "code" in data:
+        return Ident(decode_code(data, where))
+    if "type_of" in data:
+        return Ident(decode_class(data, where))
+    if "instance_of" in data:
+        return Ident(decode_instance(data, where))
+    module, _, qualname = data["class"].partition(":")
+    return Ident(_lookup(module, qualname))
+
+
 def _decode(data: Any, where: str) -> Any:
     if data is None or isinstance(data, (bool, int, float, str)):
         return data
@@ -287,6 +310,8 @@ def _decode(data: Any, where: str) -> Any:
         raise GuardSchemaError(f"{where}: {data!r} is not a guard-set value")
     tag = data["$"]
     try:
+        if tag == "ref":  # the most common tags first
+            return _decode_ref(data, where)
         if tag == "float":
             return float(data["value"])
         if tag == "tuple":
@@ -308,29 +333,19 @@ def _decode(data: Any, where: str) -> Any:
             module, _, qualname = data["class"].partition(":")
             return _lookup(module, qualname)[data["member"]]
         if tag == "object":
-            if "const" in data:
-                if data["const"] not in (None, True, False):
-                    raise GuardSchemaError(f"{where}: {data['const']!r} is not None, True or False")
-                return Ident(data["const"])
-            if "module" in data:
-                obj = sys.modules.get(data["module"])
-                if obj is None:
-                    raise GuardSchemaError(f"{where}: module {data['module']} is not loaded")
-                return Ident(obj)
-            if "enum" in data:
-                return Ident(_decode_enum_member(data, where))
-            if "code" in data:
-                return Ident(decode_code(data, where))
-            if "type_of" in data:
-                return Ident(decode_class(data, where))
-            if "instance_of" in data:
-                return Ident(decode_instance(data, where))
-            module, _, qualname = data["class"].partition(":")
-            return Ident(_lookup(module, qualname))
+            table = _table.get()
+            if table is None:
+                return _decode_object(data, where)
+            try:
+                key = tuple(data.items())
+                got = table.objects.get(key)
+            except TypeError:  # a nested spec (a code object's): not shared
+                return _decode_object(data, where)
+            if got is None:
+                got = table.objects[key] = _decode_object(data, where)
+            return got
         if tag == "source":
             return _decode_source(data["source"], where)
-        if tag == "ref":
-            return _decode_ref(data, where)
         if tag == "record":
             tp = _record_types.get(data["class"])
             if tp is None:
@@ -390,14 +405,17 @@ def _source_type_name(cls: type) -> str:
 class _Table:
     """The source table of one document being written or read (schema_version 2,
     [Note: Guard set schema]): its rows, and each source's row (writing) or each row's
-    source once built (reading)."""
+    source once built (reading), and (reading) each object held by identity found once by
+    what names it (thousands of guards pin a few classes: one lookup and one ``Ident``
+    each)."""
 
-    __slots__ = ("built", "ceiling", "index", "rows")
+    __slots__ = ("built", "ceiling", "index", "objects", "rows")
 
     def __init__(self, rows: list[Any]) -> None:
         self.rows = rows
         self.index: dict[Source, int] = {}
         self.built: dict[int, Source] = {}
+        self.objects: dict[tuple[Any, ...], Ident] = {}
         self.ceiling = len(rows)  # a row may refer only to rows before it
 
 

@@ -298,10 +298,12 @@ def install(check: Any, values: tuple[Any, ...],
             then: Optional[Callable[[Pins], Any]] = None) -> bool:
     """Give ``check`` a front check (``check.fn`` becomes it) when ``plan`` splits it and
     ``values`` pass the full check; returns whether it did. ``then(pins)`` runs once it
-    did (a compiler's ``pin_inputs``: [Note: Inputs read from the pins])."""
+    did (a compiler's ``pin_inputs``: [Note: Inputs read from the pins]). A check whose
+    code is deferred keeps it so: the full check is generated only if it ever runs ([Note:
+    Deferred check code])."""
     try:  # reading a user's objects may raise: then every guard runs, as without a plan
         p = plan(check, values)
-        if p is None or not check.fn(*values):
+        if p is None or not check.accepts(*values):
             return False
         # the first snapshot is taken from what plan resolved for these values (each
         # read once, not twice); like any snapshot, it holds only while nothing changed

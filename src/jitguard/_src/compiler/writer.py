@@ -31,7 +31,7 @@ from typing import Any, Optional
 from .._util import is_scalar_type
 from ..errors import GuardCompileError
 from ..guards import ChainedSource, Source
-from ..sources import AttrSource, is_plain_identifier
+from ..sources import AttrSource, LocalSource, is_plain_identifier
 from .builder import Leaf
 from .codecache import compile_generated
 from .kinds import EmitContext
@@ -171,6 +171,28 @@ class Values:
         return len(self.name) - 1
 
 
+def check_root(source: Source, arg_names: Optional[Sequence[str]],
+               f_globals: Optional[Mapping[str, Any]]) -> None:
+    """Raise ``GuardCompileError`` unless a check taking ``arg_names`` (positional; with
+    None, one mapping of locals) and reading globals from ``f_globals`` can read the root
+    ``source``. A local that is a positional argument is bound before any root is read, so
+    only the other roots come here."""
+    slot = source.frame_slot()
+    if slot is None:
+        raise GuardCompileError(
+            f"{source.name() or type(source).__name__} is a root source with no frame "
+            f"slot; it cannot be read by a check function"
+        )
+    scope = slot[0]
+    if scope == "L":
+        if arg_names is not None and not any(source == LocalSource(a) for a in arg_names):
+            raise GuardCompileError(
+                f"{source.name()} is not among the check's arguments {list(arg_names)}"
+            )
+    elif f_globals is None:
+        raise GuardCompileError(f"{source.name()} reads a global but no f_globals was given")
+
+
 class Body:
     """The body of one function being written: its lines (code, and a comment for each),
     its namespace, and which of the check's values it holds.
@@ -253,22 +275,11 @@ class Body:
         return source.emit_on(base, self._const, pinned)
 
     def _root(self, source: Source) -> str:
-        slot = source.frame_slot()
-        if slot is None:
-            raise GuardCompileError(
-                f"{source.name() or type(source).__name__} is a root source with no frame "
-                f"slot; it cannot be read by a check function"
-            )
-        scope, key = slot
+        check_root(source, self.arg_names, self.f_globals)
+        scope, key = source.frame_slot()  # type: ignore[misc]
         ns = self.ns
         if scope == "L":
-            if self.arg_names is not None:
-                raise GuardCompileError(
-                    f"{source.name()} is not among the check's arguments {list(self.arg_names)}"
-                )
             return f"{self.outer(self.values.mapping, 'L')}[{ns.const(key, 'local')}]"
-        if self.f_globals is None:
-            raise GuardCompileError(f"{source.name()} reads a global but no f_globals was given")
         return f"{ns.const(self.f_globals, 'G')}[{ns.const(key, 'global')}]"
 
     def add_all(self, leaves: Sequence[Leaf]) -> None:

@@ -73,14 +73,16 @@ def encode_record(record: StoredRecord, signer: Signer) -> bytes:
     return MAGIC + bytes([STORE_FORMAT]) + signer.sign(signed) + signed[len(MAGIC) + 1:]
 
 
-def verify(value: bytes, signer: Signer) -> bytes:
-    """The body of ``value`` once its signature is checked (``RecordError`` otherwise)."""
+def verify(value: bytes, signer: Signer) -> memoryview:
+    """The body of ``value`` once its signature is checked (``RecordError`` otherwise): a
+    view into ``value``, not a copy (a value is megabytes)."""
     if len(value) < _PREFIX + _LEN.size or value[: len(MAGIC)] != MAGIC:
         raise RecordError("corrupt", f"not a jitguard stored value ({len(value)} bytes)")
     fmt = value[len(MAGIC)]
     mac = value[len(MAGIC) + 1 : _PREFIX]
-    body = value[_PREFIX:]
-    if not signer.verify(value[: len(MAGIC) + 1] + body, mac):
+    view = memoryview(value)
+    body = view[_PREFIX:]
+    if not signer.verify_parts(mac, view[: len(MAGIC) + 1], body):
         raise RecordError(
             "refused",
             "bad signature: the value was changed, truncated, or signed with another key "
@@ -100,8 +102,8 @@ def decode_record(value: bytes, signer: Signer) -> StoredRecord:
     if _LEN.size + size > len(body):
         raise RecordError("corrupt", "the header runs past the end of the value")
     try:
-        h = json.loads(body[_LEN.size : _LEN.size + size].decode("utf-8"))
-        artifact = body[_LEN.size + size :]
+        h = json.loads(str(body[_LEN.size : _LEN.size + size], "utf-8"))
+        artifact = bytes(body[_LEN.size + size :])
         if len(artifact) != h["artifact_size"]:
             raise RecordError("corrupt", "the artifact has the wrong length")
         if hashlib.sha256(artifact).hexdigest() != h["artifact_sha256"]:

@@ -25,10 +25,12 @@ import os
 import secrets
 import stat
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 from .. import env
 from ..errors import StoreError
+
+Buffer = Union[bytes, memoryview]
 
 __all__ = ["KEY_BYTES", "MAC_BYTES", "Signer", "load_key"]
 
@@ -103,13 +105,22 @@ class Signer:
             raise StoreError("a store key must be non-empty bytes")
         self._key = key
 
-    def sign(self, data: bytes) -> bytes:
-        """The MAC of ``data`` (``MAC_BYTES`` long)."""
-        return hmac.new(self._key, data, hashlib.sha256).digest()
+    def sign(self, *parts: Buffer) -> bytes:
+        """The MAC of the concatenation of ``parts`` (``MAC_BYTES`` long; bytes or memory
+        views, never joined: a stored value is megabytes)."""
+        mac = hmac.new(self._key, digestmod=hashlib.sha256)
+        for part in parts:
+            mac.update(part)
+        return mac.digest()
 
-    def verify(self, data: bytes, mac: bytes) -> bool:
+    def verify(self, data: Buffer, mac: bytes) -> bool:
         """Whether ``mac`` is this key's MAC of ``data`` (constant time)."""
-        return hmac.compare_digest(self.sign(data), mac)
+        return self.verify_parts(mac, data)
+
+    def verify_parts(self, mac: bytes, *parts: Buffer) -> bool:
+        """Whether ``mac`` is this key's MAC of the concatenation of ``parts`` (constant
+        time)."""
+        return hmac.compare_digest(self.sign(*parts), mac)
 
     def fingerprint(self) -> str:
         """A short name of the key that tells keys apart and reveals nothing of it."""
