@@ -3,6 +3,7 @@ graph's inputs from what the front check pinned ([Note: Inputs read from the pin
 
 from __future__ import annotations
 
+import dis
 import sys
 import types
 
@@ -155,6 +156,23 @@ def test_pregraph_follows_dynamos_reads(monkeypatch: pytest.MonkeyPatch) -> None
     at = pg.names.index("L['self']._modules['1']._parameters['bias']")
     assert pg.read(at, (m, x), fn.__globals__) is m[1].bias
     assert adapter_fast.pregraph(_model.__code__, graph) is None
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="pregraph reads CPython 3.11")
+def test_pregraphs_instructions_are_dis_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The instructions ``pregraph`` walks (CPython internals: ``dis._unpack_opargs``,
+    ``dis._deoptop``, ``code._varname_from_oparg``) are ``dis.get_instructions``' offsets,
+    names and arguments, with the values of every load, store and delete it follows."""
+    monkeypatch.setattr(pinned_inputs, "enabled", False)
+    code = _program(_entry(_compiled(_model(2))[0])).__code__
+    ours = adapter_fast._instructions(code)
+    theirs = list(dis.get_instructions(code))
+    assert [(x.offset, x.opname, x.arg) for x in ours] == [
+        (x.offset, x.opname, x.arg) for x in theirs]
+    followed = ("LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_CONST", "LOAD_GLOBAL",
+                "LOAD_ATTR")
+    assert [x.argval for x in ours if x.opname in followed] == [
+        x.argval for x in theirs if x.opname in followed]
 
 
 def test_pregraph_names_the_inputs_of_a_rewritten_capture() -> None:

@@ -38,7 +38,7 @@ from typing import Any, NamedTuple, Optional
 from .._util import is_scalar_type
 from ..compiler.builder import Leaf
 from ..compiler.kinds import DispatchFact, GuardKind, dispatch_fact
-from ..guards import ChainedSource, Source
+from ..guards import Source
 from ..sources import LocalSource
 
 __all__ = ["UNION", "Dim", "leaf_fact", "typed_pin"]
@@ -116,9 +116,7 @@ def typed_pin(dim: Dim, components: tuple[Any, ...]) -> Optional[int]:
 def _param_of(source: Source, positions: dict[str, int]) -> Optional[str]:
     """The parameter ``source`` is, or is derived from through chained sources the
     dispatcher can read (each with an ``emit``), else None."""
-    root = source
-    while isinstance(root, ChainedSource):
-        root = root.base
+    root = source.chain()[-1]  # cached on the source
     if type(root) is not LocalSource or root.local_name not in positions:
         return None
     return root.local_name

@@ -13,7 +13,7 @@ import dis
 import sys
 import types
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import torch._dynamo.utils as _dynamo_utils
 
@@ -191,6 +191,41 @@ def _render(path: Path, root: Optional[str] = None) -> str:
     return out
 
 
+class _Ins(NamedTuple):
+    """One instruction, as much of ``dis.Instruction`` as ``pregraph`` reads."""
+
+    offset: int
+    opname: str
+    arg: Optional[int]
+    argval: Any
+
+
+def _instructions(code: types.CodeType) -> list[_Ins]:
+    """``dis.get_instructions(code)`` (CPython 3.11) as far as ``pregraph`` reads it: the
+    offset, name, argument and, for a constant, name or local, its value; without the line
+    numbers, positions, labels and reprs ``dis`` also builds (about 3x faster here)."""
+    names, consts = code.co_names, code.co_consts
+    local = code._varname_from_oparg  # type: ignore[attr-defined]
+    opname, hasconst, hasname = dis.opname, dis.hasconst, dis.hasname
+    locals_ = set(dis.haslocal) | set(dis.hasfree)
+    load_global = dis.opmap["LOAD_GLOBAL"]
+    out = []
+    for offset, op, arg in dis._unpack_opargs(code.co_code):  # type: ignore[attr-defined]
+        deop = dis._deoptop(op)  # type: ignore[attr-defined]
+        argval: Any = arg
+        if arg is not None:
+            if deop in hasconst:
+                argval = consts[arg]
+            elif deop == load_global:
+                argval = names[arg >> 1]
+            elif deop in hasname:
+                argval = names[arg]
+            elif deop in locals_:
+                argval = local(arg)
+        out.append(_Ins(offset, opname[deop], arg, argval))
+    return out
+
+
 def pregraph(code: types.CodeType, graph_name: str) -> Optional[Pregraph]:
     """How ``code`` (Dynamo's transformed bytecode, CPython 3.11) reads the inputs of the
     compiled graph it calls by the global ``graph_name``: each a chain of constant item and
@@ -203,7 +238,7 @@ def pregraph(code: types.CodeType, graph_name: str) -> Optional[Pregraph]:
     params = tuple(code.co_varnames[:n])
     if n > 255 or any(p in code.co_cellvars for p in params):
         return None
-    ins = list(dis.get_instructions(code))
+    ins = _instructions(code)
     starts = [i for i, x in enumerate(ins) if x.opname == "LOAD_GLOBAL"
               and x.argval == graph_name and (x.arg or 0) & 1]
     if len(starts) != 1:
