@@ -293,3 +293,16 @@ def test_a_deferred_check_gets_a_front_check_and_generates_only_when_it_runs() -
     assert check.fn(box) and check.deferred
     _set_code(box)
     assert not check.fn(box) and not check.deferred
+
+
+def test_a_deferred_check_that_rejects_the_call_gets_no_front_check() -> None:
+    """A deferred check whose covered guard fails for the installing call gets no front
+    check, and its full check (generated on the call) rejects the call."""
+    box = _box()
+    built = _check(box)
+    check = jg.CheckFunction(built.leaves, built.guards, name="deferred failing box",
+                             arg_names=("b",), f_globals=None, deferred=True)
+    _set_code(box)
+    assert not snapshot.install(check, (box,))
+    assert getattr(check, "structure_skip", None) is None and check.deferred
+    assert not check.fn(box) and not check.deferred

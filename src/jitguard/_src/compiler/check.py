@@ -304,7 +304,10 @@ def _always_false(*args: Any) -> bool:
 # once (the leaves' Idents are watched from the start, not from generation); an invalid
 # check's stub, like its generated function, fails from then on. The generated function
 # and the stub take the same arguments and give the same verdicts (the reference evaluator
-# is tested against generated code on random guards).
+# is tested against generated code on random guards). ``snapshot.install`` answers for
+# the call that installs a front check from what ``plan`` resolved instead: each covered
+# leaf's kind on its resolved values (the values its reads give, which is what lets the
+# front check skip it), and the volatile check, generated, on the call and the pins.
 _DEFERRED = '''\
 def {name}(*args):
     return ___build()(*args)

@@ -283,6 +283,20 @@ def pins(check: Any) -> Optional[Pins]:
     return getattr(check, "structure_pins", None)
 
 
+def _holds(check: Any, values: tuple[Any, ...], p: Plan, rec: Recorder,
+           pins: tuple[Any, ...]) -> bool:
+    """Whether every guard of ``check`` holds for ``values``, without its full code
+    ([Note: Deferred check code]): each covered leaf by its kind on the values ``plan``
+    resolved (what its reads give: the premise of the front check), the others by the
+    volatile check on the call and the pins, as a hit runs them."""
+    for i in p.covered:
+        leaf = check.leaves[i]
+        got = [rec.resolve(s) for s in leaf.sources]
+        if not leaf.kind.holds(tuple(got) if leaf.kind.relational else got[0], leaf.params):
+            return False
+    return bool(p.volatile.fn(*values, *pins))
+
+
 _FRONT = '''\
 def {name}(*args):
     if ___snap[0](args):
@@ -299,16 +313,23 @@ def install(check: Any, values: tuple[Any, ...],
     """Give ``check`` a front check (``check.fn`` becomes it) when ``plan`` splits it and
     ``values`` pass the full check; returns whether it did. ``then(pins)`` runs once it
     did (a compiler's ``pin_inputs``: [Note: Inputs read from the pins]). A check whose
-    code is deferred keeps it so: the full check is generated only if it ever runs ([Note:
-    Deferred check code])."""
+    code is deferred keeps it so (``_holds`` answers for ``values``): the full check is
+    generated only if it ever runs ([Note: Deferred check code])."""
     try:  # reading a user's objects may raise: then every guard runs, as without a plan
         p = plan(check, values)
-        if p is None or not check.accepts(*values):
+        if p is None:
             return False
         # the first snapshot is taken from what plan resolved for these values (each
         # read once, not twice); like any snapshot, it holds only while nothing changed
         rec, p.recorder = p.recorder, None
-        got = _record(check, values, p, rec)
+        if check.deferred:
+            got = _record(check, values, p, rec)
+            if got is None or rec is None or not _holds(check, values, p, rec, got[1]):
+                return False
+        else:
+            if not check.fn(*values):
+                return False
+            got = _record(check, values, p, rec)
     except Exception:
         return False
     if got is None:
