@@ -35,6 +35,7 @@ from jitguard import (
     register_global_state,
     register_guard_kind,
 )
+from jitguard._src.compiler import bulk
 
 L = LocalSource
 
@@ -501,6 +502,35 @@ def test_no_aliasing_three_sources() -> None:
         {"a": a, "b": b, "c": b},
         "no two of L['a'], L['b'], L['c'] are the same object failed: L['b'] is L['c']",
     )
+
+
+@pytest.mark.parametrize("n", [3, 16, 17, 200])
+def test_no_aliasing_of_many_sources(n: int) -> None:
+    """NO_ALIASING over many sources (one C call when the extension is in use, pairwise up
+    to 16 values, a table of addresses above) accepts distinct objects and rejects any
+    pair of the same one, wherever it sits."""
+    names = [f"a{i}" for i in range(n)]
+    objs = {name: Config() for name in names}
+    no_alias = functools.partial(GuardBuilder.NO_ALIASING, others=tuple(L(x) for x in names[1:]))
+    _, check = build(L(names[0]), no_alias, objs)
+    assert_accepts(check, dict(objs))
+    for i, j in ((0, 1), (0, n - 1), (n - 2, n - 1), (n // 2, n // 3)):
+        if i == j:
+            continue
+        aliased = {**objs, names[j]: objs[names[i]]}
+        assert not check.fn(aliased), (i, j)
+
+
+def test_no_aliasing_helper_agrees_in_c_and_python() -> None:
+    """``bulk.distinct`` (C when the extension is there) says what the Python meaning says,
+    on nothing, one value, distinct values and repeats, at every size up to 300."""
+    pool = [object() for _ in range(300)]
+    for n in (0, 1, 2, 5, 16, 17, 40, 300):
+        values = pool[:n]
+        assert bulk.distinct(*values) is bulk.distinct_py(*values) is True
+        for i in range(1, n):
+            repeated = [*values[:i], values[i - 1], *values[i + 1:]]
+            assert bulk.distinct(*repeated) is bulk.distinct_py(*repeated) is False
 
 
 def test_no_aliasing_needs_others() -> None:

@@ -20,7 +20,8 @@
  *   dispatch.c.h       the slot's fields, the Dispatch struct and its call path;
  *   dispatch_type.c.h  the rest of the Dispatch type;
  *   this file          the helpers of generated checks over a batch of guards
- *                      (dicts_lack, attrs_falsy, dicts_exclude) and the module.
+ *                      (dicts_lack, distinct, attrs_falsy, dicts_exclude) and the
+ *                      module.
  * setup.py lists the parts as the extension's depends (a change to any rebuilds it), and
  * the Makefile as prerequisites of the install.
  */
@@ -82,6 +83,57 @@ py_dicts_lack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     Py_RETURN_TRUE;
+}
+
+/* distinct(*values): True when no two values are the same object (compared by address,
+ * no user code runs). bulk.distinct is its meaning, in Python. A few values are compared
+ * pairwise; more go through an open-addressing table of addresses, twice their number. */
+#define JG_DISTINCT_PAIRWISE 16
+static PyObject *
+py_distinct(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs <= JG_DISTINCT_PAIRWISE) {
+        for (Py_ssize_t i = 1; i < nargs; i++) {
+            for (Py_ssize_t j = 0; j < i; j++) {
+                if (args[i] == args[j]) {
+                    Py_RETURN_FALSE;
+                }
+            }
+        }
+        Py_RETURN_TRUE;
+    }
+    size_t size = 64;
+    while (size < (size_t)nargs * 2) {
+        size <<= 1;
+    }
+    PyObject *small[128];
+    PyObject **table = size <= 128 ? small : PyMem_Calloc(size, sizeof(PyObject *));
+    if (table == NULL) {
+        return PyErr_NoMemory();
+    }
+    if (table == small) {
+        memset(small, 0, sizeof(small));
+    }
+    size_t mask = size - 1;
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < nargs && ok; i++) {
+        PyObject *v = args[i];
+        size_t h = ((size_t)(uintptr_t)v >> 4) * (size_t)0x9E3779B97F4A7C15ULL;
+        for (size_t k = (h >> 7) & mask;; k = (k + 1) & mask) {
+            if (table[k] == NULL) {
+                table[k] = v;
+                break;
+            }
+            if (table[k] == v) {
+                ok = 0;
+                break;
+            }
+        }
+    }
+    if (table != small) {
+        PyMem_Free(table);
+    }
+    return PyBool_FromLong(ok);
 }
 
 /* attrs_falsy(names, *values): True when ``getattr(values[i], names[i])`` is false for every
@@ -289,6 +341,8 @@ static PyMethodDef module_methods[] = {
      "data_ptr_aligned(x, align=16) as the C path computes it (LookupError: forwarded)."},
     {"dicts_lack", (PyCFunction)(void (*)(void))py_dicts_lack, METH_FASTCALL,
      "dicts_lack(attrs, *values): no value's instance dict holds a key of attrs."},
+    {"distinct", (PyCFunction)(void (*)(void))py_distinct, METH_FASTCALL,
+     "distinct(*values): no two values are the same object."},
     {"attrs_falsy", (PyCFunction)(void (*)(void))py_attrs_falsy, METH_FASTCALL,
      "attrs_falsy(names, *values): getattr(values[i], names[i]) is false for every i."},
     {"dicts_exclude", (PyCFunction)(void (*)(void))py_dicts_exclude, METH_FASTCALL,

@@ -19,6 +19,8 @@ __all__ = [
     "dicts_exclude_py",
     "dicts_lack",
     "dicts_lack_py",
+    "distinct",
+    "distinct_py",
     "is_native",
 ]
 
@@ -36,6 +38,11 @@ def dicts_lack_py(attrs: tuple[str, ...], *values: Any) -> bool:
                 if attr in d:
                     return False
     return True
+
+
+def distinct_py(*values: Any) -> bool:
+    """True when no two values are the same object (by identity: no user code runs)."""
+    return len({id(v) for v in values}) == len(values)
 
 
 def attrs_falsy_py(names: tuple[str, ...], *values: Any) -> bool:
@@ -73,9 +80,10 @@ def _c_version(name: str) -> Any:
 dicts_lack: Callable[..., bool] = _c_version("dicts_lack") or dicts_lack_py
 attrs_falsy: Callable[..., bool] = _c_version("attrs_falsy") or attrs_falsy_py
 dicts_exclude: Callable[..., bool] = _c_version("dicts_exclude") or dicts_exclude_py
+distinct: Callable[..., bool] = _c_version("distinct") or distinct_py
 
 
 def is_native(helper: Callable[..., bool]) -> bool:
     """Whether ``helper`` (one of this module's) is the C version: a kind whose per-leaf
     Python test is faster than the Python version's loop calls the helper only then."""
-    return helper not in (dicts_lack_py, attrs_falsy_py, dicts_exclude_py)
+    return helper not in (dicts_lack_py, attrs_falsy_py, dicts_exclude_py, distinct_py)

@@ -2,7 +2,7 @@
 NOT_NONE, BOOL_MATCH, FUNCTION_MATCH, WEAKREF_ALIVE, and the relational DUPLICATE_INPUT and
 NO_ALIASING. Registered by ``builtin_kinds``.
 
-May import: errors, compiler.values, compiler.kinds.
+May import: errors, compiler.values, compiler.kinds, compiler.bulk.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Hashable
 from typing import Any, Optional
 
 from ..errors import GuardKindError
+from . import bulk
 from .kinds import FACT_ID, FACT_TYPE, FACT_VALUE, EmitContext, GuardKind, RelationalKind
 from .values import Ident, describe_ident, show, type_name
 
@@ -349,6 +350,8 @@ class NoAliasing(RelationalKind):
     def emit(self, var: Any, params: None, ctx: EmitContext) -> str:
         if len(var) == 2:
             return f"{var[0]} is not {var[1]}"
+        if bulk.is_native(bulk.distinct):  # one C call, no set of ids
+            return f"{ctx.const(bulk.distinct, 'distinct')}({', '.join(var)})"
         return f"len({{{', '.join(f'id({v})' for v in var)}}}) == {ctx.const(len(var), 'n')}"
 
     def code(self, name: Any, params: None) -> str:
