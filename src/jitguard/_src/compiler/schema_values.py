@@ -2,7 +2,8 @@
 registered record types and codecs, and objects held by identity re-bound by name
 ([Note: Guard set schema] in compiler/schema.py says what a document holds).
 
-May import: _util, errors, guards, compiler.values, compiler.schema_homes.
+May import: _util, errors, guards, compiler.values, compiler.schema_homes,
+compiler.schema_registry (whose two public names it re-exports).
 
 # [Note: Re-binding by name]
 # A class, function, module, builtin (``torch.relu``: found at ``torch.relu`` though its
@@ -32,7 +33,7 @@ import math
 import struct
 import sys
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
 from .._util import JSON_INT_BITS, all_subclasses
@@ -48,6 +49,14 @@ from .schema_homes import (
     instance_home,
 )
 from .schema_homes import lookup as _lookup
+from .schema_registry import (
+    _codec_for,
+    _decoders,
+    _is_namedtuple,
+    _record_types,
+    register_schema_codec,
+    register_schema_type,
+)
 from .values import Ident, is_long_lived, type_name
 
 __all__ = [
@@ -78,56 +87,6 @@ class _Unencodable(Exception):
         super().__init__(what)
         self.what = what
         self.ident = ident
-
-
-# ---- registered record types ----------------------------------------------------------
-
-_record_types: dict[str, type] = {}
-
-
-def register_schema_type(tp: type) -> type:
-    """Let guard-set documents hold instances of ``tp``, a frozen dataclass or NamedTuple
-    whose fields are themselves writable (returns ``tp``, so it works as a decorator)."""
-    if not (dataclasses.is_dataclass(tp) or _is_namedtuple(tp)):
-        raise TypeError(f"register_schema_type takes a dataclass or NamedTuple, got {tp!r}")
-    _record_types[class_key(tp)] = tp
-    return tp
-
-
-_codecs: dict[type, tuple[str, Callable[[Any], Any]]] = {}
-_base_codecs: list[tuple[type, tuple[str, Callable[[Any], Any]]]] = []
-_decoders: dict[str, Callable[[Any], Any]] = {}
-
-
-def register_schema_codec(
-    tp: type, encode: Callable[[Any], Any], decode: Callable[[Any], Any],
-    *, name: Optional[str] = None, subclasses: bool = False,
-) -> None:
-    """Let guard-set documents hold instances of exactly ``tp`` (with ``subclasses``, of any
-    subclass of it): ``encode(obj)`` returns a writable value (raising ``TypeError`` when
-    this object has none: its guard is then not portable, with that message as the
-    reason), ``decode(value)`` rebuilds the object (raising ``GuardSchemaError`` or
-    ``ValueError`` when it cannot). ``name`` (default ``module:qualname`` of ``tp``) is
-    what the document records."""
-    key = name or class_key(tp)
-    if subclasses:
-        _base_codecs.append((tp, (key, encode)))
-    else:
-        _codecs[tp] = (key, encode)
-    _decoders[key] = decode
-
-
-def _codec_for(tp: type) -> Optional[tuple[str, Callable[[Any], Any]]]:
-    codec = _codecs.get(tp)
-    if codec is None:
-        for base, candidate in _base_codecs:
-            if issubclass(tp, base):
-                return candidate
-    return codec
-
-
-def _is_namedtuple(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
 
 
 # ---- values ----------------------------------------------------------------------------
