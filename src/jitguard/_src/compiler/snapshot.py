@@ -66,7 +66,9 @@ the kinds it covers; check).
 # snapshot is taken again, at most ``REARMS`` times per check; then the front check
 # stays off and every call runs the full check).
 #
-# Why it is sound: the snapshot is taken only when the full check has just held. If every
+# Why it is sound: the snapshot is taken only when the full check has just held (for a
+# check whose code is deferred, when every covered leaf held on the values the snapshot
+# then pins and the volatile check held: [Note: Deferred check code]). If every
 # recorded tag is unchanged, each dict holds the same items it held then (any insertion,
 # deletion or store takes a fresh tag, and a dict made since has a fresher one, so an
 # address reused by another dict cannot match); each instance dict is the same object
