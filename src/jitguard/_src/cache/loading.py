@@ -29,7 +29,7 @@ from typing import Any, Optional
 from ..compiler import snapshot
 from ..dispatch.entry import CacheEntry
 from .job import pins_taker
-from .persist import Persistence
+from .persist import Persistence, unbindable
 
 __all__ = ["load_stored"]
 
@@ -54,8 +54,7 @@ def load_stored(persist: Persistence, misses: Any, values: tuple[Any, ...]) -> O
                     try:
                         item.check.build()
                     except Exception as e:  # a malformed guard: never raised
-                        persist.reject(item, f"its guards cannot be re-bound: "
-                                             f"{type(e).__name__}: {str(e)[:300]}")
+                        persist.reject(item, unbindable(e))
                         continue
                 entry = misses.join(misses.new_compile_id(), item.artifact, item.check,
                                     item.dynamic)

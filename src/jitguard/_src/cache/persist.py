@@ -74,7 +74,7 @@ from ..store.codec import RecordError, StoredRecord
 from ..store.keys import entry_id, environment, function_identity, function_key
 from ..store.tiers import Fetched, Store, resolve_store, store_log, warn
 
-__all__ = ["Loaded", "Persistence", "StoreEvent", "open_persistence"]
+__all__ = ["Loaded", "Persistence", "StoreEvent", "open_persistence", "unbindable"]
 
 _EVENTS = 256
 _EXPLAINED = 8  # loaded entries whose rejection of the loading call is explained
@@ -121,6 +121,11 @@ class _Refused(Exception):
 # code ([Note: Persistent entries] 4).
 _REFUSED: set[tuple[str, str]] = set()
 _REFUSED_LOCK = threading.Lock()
+
+
+def unbindable(error: Exception) -> str:
+    """The reason an entry whose guards raised ``error`` while being re-bound is rejected."""
+    return f"its guards cannot be re-bound: {type(error).__name__}: {str(error)[:300]}"
 
 
 def _refuse(store: Store, ref: str) -> None:
@@ -310,8 +315,7 @@ class Persistence:
             raise _Refused("stale" if "newer jitguard" in str(e) else "rejected",
                            str(e)) from None
         except Exception as e:  # GuardCompileError, SourceError, ...: a malformed guard
-            raise _Refused("rejected", f"its guards cannot be re-bound: {type(e).__name__}: "
-                           f"{str(e)[:300]}") from None
+            raise _Refused("rejected", unbindable(e)) from None
         try:
             artifact = self.compiler.deserialize(record.artifact, self.fn)
         except Exception as e:

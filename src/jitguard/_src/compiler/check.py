@@ -22,8 +22,8 @@ from . import builtin_kinds as _builtin_kinds  # noqa: F401  (registers the kind
 from . import python_kinds as _python_kinds  # noqa: F401  (registers the kinds)
 from . import triton_kinds as _triton_kinds  # noqa: F401  (registers the kinds)
 from .builder import GuardBuilder, Leaf
-from .codecache import forget
-from .codegen import generate, leaf_order_key
+from .codecache import compile_generated, forget, generated_filename
+from .codegen import check_function_name, generate, leaf_order_key
 from .reference import GuardFailure, evaluate, explain_leaves
 from .shape import add_shape_guards
 from .values import Ident
@@ -106,11 +106,10 @@ class CheckFunction:
         for root in roots:  # what generating would refuse is refused now, not at first use
             check_root(root, self.arg_names, self.f_globals)
         ns: dict[str, Any] = {"___build": self._build_or_fail}
-        fname = "deferred_check_" + "".join(
-            c if c.isalnum() and c.isascii() else "_" for c in self.name)
-        exec(compile(_DEFERRED.format(name=fname), f"<jitguard deferred check {self.name}>",
-                     "exec"), ns)
-        self._stub = self.fn = ns[fname]
+        compiled = compile_generated(
+            _DEFERRED, generated_filename("deferred check"), owner=self)
+        self._stub = self.fn = compiled.function(
+            "___deferred", ns, name="deferred_" + check_function_name(self.name))
         self_ref = weakref.ref(self)
         for ident, sources in _ident_holders(self.leaves).values():
             if ident.is_weak and ident.alive:
@@ -309,7 +308,7 @@ def _always_false(*args: Any) -> bool:
 # leaf's kind on its resolved values (the values its reads give, which is what lets the
 # front check skip it), and the volatile check, generated, on the call and the pins.
 _DEFERRED = '''\
-def {name}(*args):
+def ___deferred(*args):
     return ___build()(*args)
 '''
 

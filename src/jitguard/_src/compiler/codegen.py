@@ -40,7 +40,7 @@ from .builder import Leaf
 from .codecache import generated_filename
 from .writer import GeneratedCode, OnWeak
 
-__all__ = ["GeneratedCode", "generate", "leaf_order_key"]
+__all__ = ["GeneratedCode", "check_function_name", "generate", "leaf_order_key"]
 
 
 def leaf_order_key(leaf: Leaf) -> tuple[int, int, int]:
@@ -53,6 +53,12 @@ def leaf_order_key(leaf: Leaf) -> tuple[int, int, int]:
     else:
         depth = max([len(s.chain()) for s in sources], default=1) - 1
     return (epilogue, depth, kind.cost)
+
+
+def check_function_name(name: str) -> str:
+    """The name a check function called ``name`` is shown by: ``check_`` and ``name`` with
+    every character but ASCII letters and digits written as ``_``."""
+    return "check_" + "".join(c if c.isalnum() and c.isascii() else "_" for c in name)
 
 
 def generate(
@@ -80,7 +86,7 @@ def generate(
         params = ["L"]
         values.mapping = values.new(-1, "L")
         signature = "L"
-    fname = "check_" + "".join(c if c.isalnum() and c.isascii() else "_" for c in name)
+    fname = check_function_name(name)
     filename = generated_filename(f"check {writer.comment(name)}")
     if len(leaves) > chunks.CHUNK_ABOVE:
         return chunks.generate_chunked(

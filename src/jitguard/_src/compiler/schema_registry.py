@@ -14,24 +14,25 @@ from typing import Any, Optional
 
 from .schema_homes import class_key
 
-__all__ = ["register_schema_codec", "register_schema_type"]
+__all__ = ["codec_for", "decoders", "is_namedtuple", "record_types", "register_schema_codec",
+           "register_schema_type"]
 
 
-_record_types: dict[str, type] = {}
+record_types: dict[str, type] = {}
 
 
 def register_schema_type(tp: type) -> type:
     """Let guard-set documents hold instances of ``tp``, a frozen dataclass or NamedTuple
     whose fields are themselves writable (returns ``tp``, so it works as a decorator)."""
-    if not (dataclasses.is_dataclass(tp) or _is_namedtuple(tp)):
+    if not (dataclasses.is_dataclass(tp) or is_namedtuple(tp)):
         raise TypeError(f"register_schema_type takes a dataclass or NamedTuple, got {tp!r}")
-    _record_types[class_key(tp)] = tp
+    record_types[class_key(tp)] = tp
     return tp
 
 
 _codecs: dict[type, tuple[str, Callable[[Any], Any]]] = {}
 _base_codecs: list[tuple[type, tuple[str, Callable[[Any], Any]]]] = []
-_decoders: dict[str, Callable[[Any], Any]] = {}
+decoders: dict[str, Callable[[Any], Any]] = {}
 
 
 def register_schema_codec(
@@ -49,10 +50,10 @@ def register_schema_codec(
         _base_codecs.append((tp, (key, encode)))
     else:
         _codecs[tp] = (key, encode)
-    _decoders[key] = decode
+    decoders[key] = decode
 
 
-def _codec_for(tp: type) -> Optional[tuple[str, Callable[[Any], Any]]]:
+def codec_for(tp: type) -> Optional[tuple[str, Callable[[Any], Any]]]:
     codec = _codecs.get(tp)
     if codec is None:
         for base, candidate in _base_codecs:
@@ -61,5 +62,5 @@ def _codec_for(tp: type) -> Optional[tuple[str, Callable[[Any], Any]]]:
     return codec
 
 
-def _is_namedtuple(tp: Any) -> bool:
+def is_namedtuple(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")

@@ -50,10 +50,10 @@ from .schema_homes import (
 )
 from .schema_homes import lookup as _lookup
 from .schema_registry import (
-    _codec_for,
-    _decoders,
-    _is_namedtuple,
-    _record_types,
+    codec_for,
+    decoders,
+    is_namedtuple,
+    record_types,
     register_schema_codec,
     register_schema_type,
 )
@@ -139,7 +139,7 @@ def _encode(value: Any) -> Any:
         if not is_long_lived(tp):
             raise _Unencodable(f"a member of {type_name(tp)}, a class of this process")
         return {"$": "enum", "class": class_key(tp), "member": value.name}
-    codec = _codec_for(tp)
+    codec = codec_for(tp)
     if codec is not None:
         key, encode = codec
         try:
@@ -147,8 +147,8 @@ def _encode(value: Any) -> Any:
         except TypeError as e:
             raise _Unencodable(str(e)) from None
         return {"$": "codec", "type": key, "value": _encode(raw)}
-    if class_key(tp) in _record_types:
-        if _is_namedtuple(tp):
+    if class_key(tp) in record_types:
+        if is_namedtuple(tp):
             fields = dict(zip(tp._fields, value, strict=True))
         else:
             fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
@@ -306,7 +306,7 @@ def _decode(data: Any, where: str) -> Any:
         if tag == "source":
             return _decode_source(data["source"], where)
         if tag == "record":
-            tp = _record_types.get(data["class"])
+            tp = record_types.get(data["class"])
             if tp is None:
                 raise GuardSchemaError(
                     f"{where}: record type {data['class']} is not registered in this process "
@@ -315,7 +315,7 @@ def _decode(data: Any, where: str) -> Any:
             fields = {k: _decode(v, where) for k, v in data["fields"].items()}
             return tp(**fields)
         if tag == "codec":
-            decode = _decoders.get(data["type"])
+            decode = decoders.get(data["type"])
             if decode is None:
                 raise GuardSchemaError(
                     f"{where}: no codec for {data['type']} in this process (import the "

@@ -172,10 +172,10 @@ class Values:
 
 
 def check_root(source: Source, arg_names: Optional[Sequence[str]],
-               f_globals: Optional[Mapping[str, Any]]) -> None:
-    """Raise ``GuardCompileError`` unless a check taking ``arg_names`` (positional; with
-    None, one mapping of locals) and reading globals from ``f_globals`` can read the root
-    ``source``. A local that is a positional argument is bound before any root is read, so
+               f_globals: Optional[Mapping[str, Any]]) -> tuple[str, Any]:
+    """The frame slot of the root ``source``; ``GuardCompileError`` unless a check taking
+    ``arg_names`` (positional; with None, one mapping of locals) and reading globals from
+    ``f_globals`` can read it. A local that is a positional argument is bound before any root is read, so
     only the other roots come here."""
     slot = source.frame_slot()
     if slot is None:
@@ -191,6 +191,7 @@ def check_root(source: Source, arg_names: Optional[Sequence[str]],
             )
     elif f_globals is None:
         raise GuardCompileError(f"{source.name()} reads a global but no f_globals was given")
+    return slot
 
 
 class Body:
@@ -275,8 +276,7 @@ class Body:
         return source.emit_on(base, self._const, pinned)
 
     def _root(self, source: Source) -> str:
-        check_root(source, self.arg_names, self.f_globals)
-        scope, key = source.frame_slot()  # type: ignore[misc]
+        scope, key = check_root(source, self.arg_names, self.f_globals)
         ns = self.ns
         if scope == "L":
             return f"{self.outer(self.values.mapping, 'L')}[{ns.const(key, 'local')}]"

@@ -3,7 +3,8 @@
 graph, ``bind`` (the torch compiler's ``pin_inputs``) rewrites the program once its entry's
 check has a front check.
 
-May import: jitguard._src.env, jitguard._src.torch.adapter_fast (the bytecode), the
+May import: jitguard._src.env, jitguard._src.compiler.codecache (the reader's code),
+jitguard._src.torch.adapter_fast (the bytecode), the
 standard library.
 
 # [Note: Inputs read from the pins]
@@ -45,8 +46,6 @@ standard library.
 
 from __future__ import annotations
 
-import itertools
-import linecache
 import operator
 import types
 import weakref
@@ -54,6 +53,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from .. import env
+from ..compiler.codecache import compile_generated, forget, generated_filename
 from . import adapter_fast
 
 __all__ = ["ENV_VAR", "MIN_PINNED", "bind", "enabled", "remember"]
@@ -63,7 +63,6 @@ ENV_VAR = "JITGUARD_PINNED_INPUTS"
 MIN_PINNED = 4
 
 enabled = env.flag(ENV_VAR, default=True)
-_numbers = itertools.count()
 
 # artifact -> (the program it runs, the global name of the compiled graph that calls)
 _graphs: weakref.WeakKeyDictionary[Any, tuple[types.FunctionType, str]] = (
@@ -169,11 +168,8 @@ def _reader(pg: adapter_fast.Pregraph, pins: Any,
             "    if len(pins) != ___n:  # the front check is off for good: read every input",
             f"        return tuple(___read(i, ({args},), ___G) for i in range(___count))",
             f"    return ({', '.join(parts)},)"]
-    text = "\n".join(body) + "\n"
-    filename = f"<jitguard graph inputs {next(_numbers)}>"
-    exec(compile(text, filename, "exec"), ns)
-    fn = ns["read_graph_inputs"]
+    compiled = compile_generated("\n".join(body) + "\n", generated_filename("graph inputs"))
+    fn = compiled.function("read_graph_inputs", ns)
     # readable in tracebacks and debuggers, for as long as the reader lives
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    weakref.finalize(fn, linecache.cache.pop, filename, None)
+    weakref.finalize(fn, forget, compiled.filename)
     return fn
