@@ -197,6 +197,35 @@ def test_the_old_values_of_pinned_slots_are_held() -> None:
     assert old() is None
 
 
+
+@pytest.mark.parametrize("kind", [dict, __import__("collections").OrderedDict])
+def test_plain_dicts_are_held_and_their_changes_seen(kind: type) -> None:
+    """An exact dict or OrderedDict the snapshot compares by its tag alone is held by it
+    (its address is never another object's, whatever its container did), and any store
+    into it, or its replacement, fails the snapshot."""
+    import gc
+    import sys
+
+    box = Box()
+    box.d = kind((f"k{i}", 1000 + i) for i in range(N))  # type: ignore[attr-defined]
+    b = LocalSource("b")
+    d = AttrSource(b, "d")
+    guards = [DictGetItemSource(d, f"k{i}").make_guard(GB.EQUALS_MATCH) for i in range(N)]
+    before = sys.getrefcount(box.d)  # type: ignore[attr-defined]
+    check = jg.compile_guards(guards, f_locals={"b": box}, arg_names=("b",))
+    assert snapshot.install(check, (box,))
+    assert sys.getrefcount(box.d) > before  # type: ignore[attr-defined]
+    assert _snapshot_holds(check, box) and check.fn(box)
+    box.d["k3"] = int("1003")  # type: ignore[attr-defined]  # an equal value: the tag moves
+    assert not _snapshot_holds(check, box)
+    assert check.fn(box) and _snapshot_holds(check, box)  # taken again
+    box.d = kind(box.d)  # type: ignore[attr-defined]  # an equal copy, the old one let go
+    gc.collect()
+    assert not _snapshot_holds(check, box)
+    assert check.fn(box)
+    box.d["k0"] = -1  # type: ignore[attr-defined]
+    assert not _snapshot_holds(check, box) and not check.fn(box)
+
 def _list_check(box: Box) -> Any:
     """A check on the length and every item of an exact list held by ``box``, with the
     ``_check`` guards (so the front check is installed)."""

@@ -6,6 +6,10 @@
 #if PY_VERSION_HEX < 0x030C0000
 #define JG_HAVE_TAGS 1
 
+#ifndef JG_TAGS_AHEAD
+#define JG_TAGS_AHEAD 8
+#endif
+
 enum { NODE_TYPE = 0, NODE_INSTANCE_DICT = 1, NODE_DICT = 2 };
 
 typedef struct {
@@ -94,14 +98,36 @@ typedef struct {
     PyObject *obj;          /* what it referred to (borrowed, compared by address only) */
 } TagRoot;
 
+/* A node that is an exact dict or OrderedDict with no pinned slots: only its version tag is
+ * compared. The snapshot holds the dict strongly, so its address is never that of another
+ * object, and it is compared first, in any order (see ``tag_snapshot_call``). */
+typedef struct {
+    PyDictObject *dict;     /* owned */
+    uint64_t tag;
+} TagDict;
+
 typedef struct {
     PyObject_HEAD
     TagRoot *roots;
     Py_ssize_t n_roots;
-    TagNode *nodes;
+    TagDict *dicts;         /* the plain dict nodes, taken out of ``nodes`` */
+    Py_ssize_t n_dicts;
+    TagNode *nodes;         /* the other nodes, in the recorded order */
     Py_ssize_t n_nodes;
     PyObject *keep;         /* strong references: the types, pinned roots */
 } TagSnapshot;
+
+/* Whether a node can be a TagDict: an exact dict or OrderedDict (static, immutable types:
+ * ``__class__`` cannot be assigned on their instances and their namespaces cannot change,
+ * so the object's type and the type's tag need no comparing) with no pinned slots. */
+static int
+tags_plain_dict(PyTypeObject *tp, int mode, PyObject *slots)
+{
+    return mode == NODE_DICT && slots == Py_None
+        && (tp == &PyDict_Type || tp == &PyODict_Type)
+        && (tp->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)
+        && !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE);
+}
 
 static int
 tags_type_ok(PyTypeObject *tp, unsigned int tag)
@@ -134,9 +160,34 @@ tag_snapshot_call(TagSnapshot *self, PyObject *args, PyObject *kwargs)
             Py_RETURN_FALSE;
         }
     }
-    for (Py_ssize_t i = 0; i < self->n_nodes; i++) {
+    /* The plain dicts first: each is held, so reading its tag is safe whatever its container
+     * did; every other node keeps the recorded order, and a container of one of them that
+     * is a plain dict has been compared by then. */
+    Py_ssize_t nd_count = self->n_dicts;
+    const TagDict *dicts = self->dicts;
+    for (Py_ssize_t i = 0; i < nd_count; i++) {
+        if (i + JG_TAGS_AHEAD < nd_count) {
+            __builtin_prefetch(dicts[i + JG_TAGS_AHEAD].dict);
+        }
+        if (dicts[i].dict->ma_version_tag != dicts[i].tag) {
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_ssize_t nn = self->n_nodes;
+    for (Py_ssize_t i = 0; i < nn; i++) {
         TagNode *nd = &self->nodes[i];
         PyObject *o = nd->obj;
+        if (i + JG_TAGS_AHEAD < nn) {
+            /* Memory-level parallelism: the nodes are independent, their objects scattered.
+             * A prefetch never faults, so an address whose object died is harmless here
+             * (it is dereferenced only once its container was found unchanged). */
+            TagNode *ahead = &self->nodes[i + JG_TAGS_AHEAD];
+            __builtin_prefetch(ahead->obj);
+            if (ahead->mode == NODE_INSTANCE_DICT) {
+                __builtin_prefetch((char *)ahead->obj - 4 * sizeof(PyObject *));
+                __builtin_prefetch(ahead->dict);
+            }
+        }
         if (Py_TYPE(o) != nd->type || !tags_type_ok(nd->type, nd->type_tag)) {
             Py_RETURN_FALSE;
         }
@@ -168,6 +219,10 @@ tag_snapshot_dealloc(TagSnapshot *self)
     for (Py_ssize_t i = 0; i < self->n_roots; i++) {
         Py_XDECREF(self->roots[i].ref);
     }
+    for (Py_ssize_t i = 0; i < self->n_dicts; i++) {
+        Py_XDECREF(self->dicts[i].dict);
+    }
+    PyMem_Free(self->dicts);
     PyMem_Free(self->roots);
     PyMem_Free(self->nodes);
     Py_XDECREF(self->keep);
@@ -192,12 +247,13 @@ tag_snapshot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     self->n_roots = PyTuple_GET_SIZE(roots);
-    self->n_nodes = PyTuple_GET_SIZE(nodes);
+    Py_ssize_t total = PyTuple_GET_SIZE(nodes);
     self->roots = PyMem_Calloc(self->n_roots ? self->n_roots : 1, sizeof(TagRoot));
-    self->nodes = PyMem_Calloc(self->n_nodes ? self->n_nodes : 1, sizeof(TagNode));
+    self->nodes = PyMem_Calloc(total ? total : 1, sizeof(TagNode));
+    self->dicts = PyMem_Calloc(total ? total : 1, sizeof(TagDict));
     Py_INCREF(keep);
     self->keep = keep;
-    if (self->roots == NULL || self->nodes == NULL) {
+    if (self->roots == NULL || self->nodes == NULL || self->dicts == NULL) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
@@ -220,7 +276,7 @@ tag_snapshot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         self->roots[i].ref = ref;
         self->roots[i].obj = (PyObject *)PyLong_AsVoidPtr(id);
     }
-    for (Py_ssize_t i = 0; i < self->n_nodes; i++) {
+    for (Py_ssize_t i = 0; i < total; i++) {
         PyObject *id, *tp, *dict_id, *slots;
         unsigned long long type_tag, tag;
         int mode;
@@ -235,7 +291,23 @@ tag_snapshot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             Py_DECREF(self);
             return NULL;
         }
-        TagNode *nd = &self->nodes[i];
+        if (tags_plain_dict((PyTypeObject *)tp, mode, slots)) {
+            /* the caller holds every recorded object while it builds the snapshot (the
+             * recorder's nodes), so this address is that of a live dict */
+            PyObject *d = (PyObject *)PyLong_AsVoidPtr(id);
+            if (d == NULL || Py_TYPE(d) != (PyTypeObject *)tp) {
+                PyErr_SetString(PyExc_ValueError,
+                                "TagSnapshot: a dict node's address is not that of its type");
+                Py_DECREF(self);
+                return NULL;
+            }
+            TagDict *td = &self->dicts[self->n_dicts++];
+            Py_INCREF(d);
+            td->dict = (PyDictObject *)d;
+            td->tag = (uint64_t)tag;
+            continue;
+        }
+        TagNode *nd = &self->nodes[self->n_nodes++];
         nd->obj = (PyObject *)PyLong_AsVoidPtr(id);
         nd->type = (PyTypeObject *)tp;
         nd->type_tag = (unsigned int)type_tag;

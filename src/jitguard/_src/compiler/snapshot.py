@@ -86,7 +86,11 @@ the kinds it covers; check).
 # immutable values and dict contents, is the same as then: true. The volatile leaves run.
 # Hence the front check says True only when the full check would. Addresses are
 # dereferenced only after the container that holds the object was found unchanged (the
-# recorded order), so a dead object is never touched. ``object.__setattr__``,
+# recorded order), so a dead object is never touched; except for the exact dicts and
+# OrderedDicts with no pinned slots (a module's hook dicts, ``_modules``, ``_parameters``:
+# most nodes of a deep model), which the snapshot holds strongly and compares first, by
+# their tag alone (their types are static and immutable: no ``__class__`` assignment, no
+# namespace change), so their addresses stay theirs whatever their containers did. ``object.__setattr__``,
 # ``vars(m).update``, ``m.__dict__[k] = v`` all go through the instance dict and change
 # its tag; on 3.10-3.11 an attribute set before ``__dict__`` was materialized lives
 # outside any dict, which is why the snapshot materializes every instance dict it records
