@@ -62,6 +62,23 @@ def test_program_reads_pinned_inputs_and_matches_eager() -> None:
             torch.testing.assert_close(c(x), m(x))
 
 
+
+def test_rewritten_program_jumps_over_the_reads_it_replaced() -> None:
+    """The span that read the parameters is jumped over, not run as NOPs: right after the
+    graph call comes one jump to the span's end, where only NOPs lie in between."""
+    m = _model(24)
+    c, x = _compiled(m)
+    code = _program(_entry(c)).__code__
+    ins = list(dis.get_instructions(code))
+    at = next(i for i, x in enumerate(ins) if x.opname == "CALL_FUNCTION_EX")
+    jump = ins[at + 1] if ins[at + 1].opname != "EXTENDED_ARG" else ins[at + 2]
+    assert jump.opname == "JUMP_FORWARD"
+    skipped = [x for x in ins if jump.offset < x.offset < jump.argval]
+    assert len(skipped) > 100 and {x.opname for x in skipped} == {"NOP"}
+    assert ins[[x.offset for x in ins].index(jump.argval) - 1].opname == "NOP"
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), m(x))
+
 def test_replaced_parameter_is_read_after_the_snapshot_is_taken_again() -> None:
     """A parameter replaced by another of the same shape: the full check holds, the pins
     are taken again, and the graph gets the new parameter."""

@@ -148,8 +148,9 @@ class Pregraph:
 
     def rewrite(self, reader: Callable[..., tuple[Any, ...]]) -> Optional[types.CodeType]:
         """The code with the reads replaced by one call ``reader(*params)`` whose tuple is
-        the graph's arguments (padded with NOPs: offsets, the line table and the exception
-        table stay as they were); None when the call does not fit."""
+        the graph's arguments (then a jump over the rest of the span, padded with NOPs:
+        offsets, the line table and the exception table stay as they were); None when the
+        call does not fit."""
         ops, caches = dis.opmap, dis._inline_cache_entries  # type: ignore[attr-defined]
         code = self.code
         new = bytearray()
@@ -171,6 +172,14 @@ class Pregraph:
         span = self._end - self._begin
         if len(new) > span:
             return None
+        # The rest of the span is NOPs, jumped over: the interpreter would dispatch each one
+        # on every call (thousands on a deep model, where each parameter read was ~20
+        # instructions). A jump into the span lands on NOPs that fall through to its end,
+        # as before.
+        rest = (span - len(new)) // 2
+        if 2 < rest <= 0xFFFF:
+            wide = rest - 1 > 255
+            emit("JUMP_FORWARD", rest - 2 if wide else rest - 1)
         new.extend(bytes((ops["NOP"], 0)) * ((span - len(new)) // 2))
         co_code = code.co_code[:self._begin] + bytes(new) + code.co_code[self._end:]
         extra = max(0, 2 + len(self.params) - len(self.paths))
