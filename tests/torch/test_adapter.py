@@ -195,6 +195,58 @@ def test_saving_capture_gives_torch_serializable_forms() -> None:
     assert set(adapter_stored._SAVING_CONFIG) <= set(torch._functorch.config.get_config_copy())
 
 
+
+def test_stored_aot_eager_graphs_leave_out_node_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiled to be stored, an aot_eager graph is pickled without its nodes' fake values,
+    tensor metadata and provenance ([Note: Lean stored graphs]); the live graph keeps them,
+    torch's method is unchanged outside ``saving()``, and the loaded graph computes the
+    same values."""
+    import pickle
+
+    from torch._dynamo.backends.debugging import AOTEagerOutputCode
+
+    def fat_f(x: Any, n: int) -> Any:
+        return x.cos() * 3.25 + n
+
+    def lean_f(x: Any, n: int) -> Any:
+        return x.tan() * 5.5 - n
+
+    def stored(lean: bool) -> tuple[Any, bytes]:
+        # two graphs of their own: torch's AOTAutograd cache, on a hit, would give back the
+        # entry some earlier compile of the same graph serialized
+        if not lean:
+            monkeypatch.setattr(adapter_stored, "_LEAN_META", ())
+        cap = adapter.capture(lean_f if lean else fat_f, (torch.randn(3), 2), {},
+                              adapter.resolve_backend("aot_eager"),
+                              lambda es: [False] * len(es), saving=True)
+        monkeypatch.undo()
+        assert cap.saved is not None
+        return cap, pickle.dumps(adapter_stored.dump_compiled(cap.saved.compiled))
+
+    _, fat = stored(lean=False)
+    cap, lean = stored(lean=True)
+    # a fake value is pickled as GraphPickler's tensor data, one per node that had one
+    assert b"_TensorPickleData" in fat and b"_TensorPickleData" not in lean
+    assert len(lean) < len(fat)
+    x = torch.randn(3)
+    loaded = adapter_stored.load_compiled(*pickle.loads(lean))
+    assert torch.equal(loaded(x)[0], cap.saved.compiled(x)[0])
+    assert torch.allclose(loaded(x)[0], x.tan() * 5.5 - 2)
+    # outside saving(), torch's own method runs: the metadata stays in what it pickles
+    gm = torch.fx.symbolic_trace(lambda a: a.sin())
+    for node in gm.graph.nodes:
+        node.meta["val"] = "kept"
+    out = AOTEagerOutputCode(gm=gm)
+    out.prepare_for_serialization()
+    assert b"kept" in out._serialized_gm
+    assert all(n.meta["val"] == "kept" for n in gm.graph.nodes)
+    # inside it, the pickle leaves the value out and the live graph gets it back
+    with adapter_stored.saving():
+        out = AOTEagerOutputCode(gm=gm)
+        out.prepare_for_serialization()
+    assert out._serialized_gm is not None and b"kept" not in out._serialized_gm
+    assert all(n.meta["val"] == "kept" for n in gm.graph.nodes)
+
 def test_saving_refuses_an_unserializable_backend() -> None:
     """A backend returning a plain callable cannot be serialized: ``unsaved`` says so."""
     def backend(gm: Any, inputs: Any) -> Any:

@@ -176,6 +176,47 @@ def test_aot_backends_round_trip(project: Path, backend: str) -> None:
     assert loaded["hit"] is True and loaded["y"] == pytest.approx(loaded["expected"])
 
 
+
+TRAIN = """
+import json, sys, torch
+import jitguard as jg, jitguard.torch as jgt
+import models
+torch.manual_seed(0)
+m = models.Scaled()
+x = torch.randn(4, 8)
+c = jgt.compile(m, backend="aot_eager", isolate_recompiles=True, store=jg.Store(sys.argv[1]))
+loss = c(x).square().sum()
+loss.backward()
+grads = [p.grad.clone() for p in m.parameters()]
+m.zero_grad()
+m(x).square().sum().backward()
+print("RESULT " + json.dumps({
+    "events": [e.outcome for e in c.cache.store_events()],
+    "compiles": c.cache.stats().compiles,
+    "equal": bool(torch.allclose(loss, m(x).square().sum()))
+             and all(torch.allclose(g, p.grad) for g, p in zip(grads, m.parameters())),
+}))
+"""
+
+
+def test_a_loaded_aot_eager_entry_trains(project: Path) -> None:
+    """An aot_eager entry stored lean ([Note: Lean stored graphs]) and loaded in a new
+    process gives eager's loss and gradients."""
+    (project / "train.py").write_text(TRAIN)
+    # a cache of torch's own, new: the first process compiles (and so serializes) the graph
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(project)]),
+           "JITGUARD_CACHE_KEY": "storetorch-test-key-0123456789",
+           "TORCHINDUCTOR_CACHE_DIR": str(project / "torch-cache")}
+    out = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, str(project / "train.py"), str(project / "s")],
+                              cwd=project, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
+        out.append(json.loads(line[len("RESULT "):]))
+    assert out[0]["events"] == ["saved"] and out[0]["compiles"] == 1 and out[0]["equal"]
+    assert out[1]["events"] == ["loaded"] and out[1]["compiles"] == 0 and out[1]["equal"]
+
 def test_unserializable_backend_is_not_stored() -> None:
     """A backend whose compiled graph torch cannot serialize: serialize says so."""
     def backend(gm: Any, inputs: Any) -> Any:

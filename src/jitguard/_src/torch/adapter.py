@@ -73,7 +73,8 @@ from .adapter_fast import FAST_UTILS_NAME as FAST_UTILS_NAME
 from .adapter_fast import UTILS_ALIAS as UTILS_ALIAS
 from .adapter_fast import fast_helpers
 from .adapter_runtime import without_function_modes
-from .adapter_stored import _SAVING_CONFIG, SavedCapture, _saved
+from .adapter_stored import SavedCapture, _saved
+from .adapter_stored import saving as _saving
 
 __all__ = [
     "BACKEND_GRAPH_BREAKS",
@@ -439,7 +440,7 @@ def capture(
             tc.tensor_to_context = bi.tensor_to_context
             with torch._guards.tracing(tc), ExitStack() as saving_config:
                 if saving:
-                    saving_config.enter_context(torch._functorch.config.patch(_SAVING_CONFIG))
+                    saving_config.enter_context(_saving())
                 compiled = _call_backend(backend, gm, bi.example_inputs)
             if saving:
                 saved, unsaved = _saved(gco, bi, gm, compiled)
