@@ -25,7 +25,12 @@ first call through
 repetition is three processes: *cold* (a new store directory and a new Redis prefix: the
 call compiles, and the entry is saved to both tiers), *warm sqlite* (the same directory, no
 Redis: the entry is loaded from SQLite), *warm redis* (a new, empty directory and the same
-Redis prefix: loaded from Redis). For the LLMs, each cold process is followed by three
+Redis prefix: loaded from Redis). Each repetition's processes get a new, empty cache
+directory of torch's own (``TORCHINDUCTOR_CACHE_DIR``): a cold process compiles from
+nothing, as on a machine that never compiled the model, not from an AOTAutograd or FX
+graph cache entry an earlier process left (which would also be what it stores: torch's
+serialized form, however that earlier compile wrote it). For the LLMs, each cold process
+is followed by three
 warm processes per tier, whose median is the repetition's warm figure. Every warm process
 must report the entry loaded and no compile, else the run fails. A model whose entry the cold process could not store (a guard
 that is not portable) gets a row that says so and the reason, and no warm figures. All processes sign with one ``JITGUARD_CACHE_KEY``. Figures
@@ -125,9 +130,11 @@ def _out(y: Any) -> Any:
     return getattr(y, "logits", getattr(y, "last_hidden_state", y))
 
 
-def spawn(model: str, backend: str, directory: str, redis: str, prefix: str) -> dict[str, Any]:
+def spawn(model: str, backend: str, directory: str, redis: str, prefix: str,
+          torch_cache: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]),
-           "JITGUARD_CACHE_KEY": KEY, "JITGUARD_STORE": "0"}
+           "JITGUARD_CACHE_KEY": KEY, "JITGUARD_STORE": "0",
+           "TORCHINDUCTOR_CACHE_DIR": torch_cache}
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", model, backend, directory,
          redis, prefix],
@@ -143,7 +150,8 @@ def one_rep(model: str, backend: str, tmp: Path, warm_reps: int = 1) -> dict[str
     """One cold process, then ``warm_reps`` warm processes per tier (their medians)."""
     prefix = f"jitguard-bench-{uuid.uuid4().hex}"
     local = tmp / uuid.uuid4().hex
-    cold = spawn(model, backend, str(local), REDIS_URL, prefix)
+    torch_cache = str(tmp / f"torch-{uuid.uuid4().hex}")  # this repetition's, new
+    cold = spawn(model, backend, str(local), REDIS_URL, prefix, torch_cache)
     if cold["compiles"] == 1 and cold["not_stored"]:  # nothing to start warm from
         _drop_prefix(prefix)
         return {"cold": cold["first_s"], "not_stored": cold["not_stored"][0]}
@@ -152,10 +160,10 @@ def one_rep(model: str, backend: str, tmp: Path, warm_reps: int = 1) -> dict[str
         raise RuntimeError(f"{model}/{backend}: the cold process did not compile and save: {cold}")
     warm: dict[str, list[dict[str, Any]]] = {"sqlite": [], "redis": []}
     for _ in range(warm_reps):
-        warm["sqlite"].append(spawn(model, backend, str(local), "", prefix))
+        warm["sqlite"].append(spawn(model, backend, str(local), "", prefix, torch_cache))
         # a new, empty directory each time: loaded from Redis, not from a copy it made
         warm["redis"].append(spawn(model, backend, str(tmp / uuid.uuid4().hex), REDIS_URL,
-                                   prefix))
+                                   prefix, torch_cache))
     _drop_prefix(prefix)
     out = {"cold": cold["first_s"], "cold_gc": cold["gc_s"]}
     for name, runs in warm.items():
