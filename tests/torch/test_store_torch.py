@@ -207,15 +207,23 @@ def test_a_loaded_aot_eager_entry_trains(project: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(project)]),
            "JITGUARD_CACHE_KEY": "storetorch-test-key-0123456789",
            "TORCHINDUCTOR_CACHE_DIR": str(project / "torch-cache")}
+    out = _twice(project / "train.py", project / "s", env)
+    assert out[0]["events"] == ["saved"] and out[0]["compiles"] == 1 and out[0]["equal"]
+    assert out[1]["events"] == ["loaded"] and out[1]["compiles"] == 0 and out[1]["equal"]
+
+
+def _twice(script: Path, store: Path, env: dict[str, str]) -> list[dict[str, Any]]:
+    """Run ``script store`` in two processes, one after the other (the first stores, the
+    second loads): what each printed after ``RESULT``."""
     out = []
     for _ in range(2):
-        proc = subprocess.run([sys.executable, str(project / "train.py"), str(project / "s")],
-                              cwd=project, env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run([sys.executable, str(script), str(store)], cwd=script.parent,
+                              env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
         out.append(json.loads(line[len("RESULT "):]))
-    assert out[0]["events"] == ["saved"] and out[0]["compiles"] == 1 and out[0]["equal"]
-    assert out[1]["events"] == ["loaded"] and out[1]["compiles"] == 0 and out[1]["equal"]
+    return out
+
 
 def test_unserializable_backend_is_not_stored() -> None:
     """A backend whose compiled graph torch cannot serialize: serialize says so."""
@@ -531,14 +539,7 @@ def test_loaded_entry_gets_the_front_check_and_pinned_inputs(tmp_path: Path) -> 
     Deferred check code])."""
     (tmp_path / "deep.py").write_text(DEEP_RUNNER)
     env = {**os.environ, "PYTHONPATH": SRC, "JITGUARD_CACHE_KEY": "storetorch-test-key-0123456789"}
-    results = []
-    for _ in range(2):
-        proc = subprocess.run([sys.executable, str(tmp_path / "deep.py"), str(tmp_path / "s")],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-        results.append(json.loads(line[len("RESULT "):]))
-    cold, warm = results
+    cold, warm = _twice(tmp_path / "deep.py", tmp_path / "s", env)
     assert cold["events"] == ["saved"] and cold["front_check"] and cold["pinned_inputs"]
     assert warm["events"] == ["loaded"] and warm["compiles"] == 0
     assert warm["front_check"] and warm["pinned_inputs"] and warm["equal"]
