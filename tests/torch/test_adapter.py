@@ -276,6 +276,59 @@ def test_compiled_graph_and_code_round_trip() -> None:
         adapter_stored.load_code(b"x")
 
 
+
+def test_a_stored_eager_graph_keeps_its_forward_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An eager graph is stored with its forward's code and the globals it names ([Note:
+    Stored forward code]): loading it runs no ``recompile``, computes what the capture
+    computes, and shows its source (``gm.code``, linecache)."""
+    import linecache
+    import pickle
+
+    cap = adapter.capture(_f, (torch.randn(3), 2), {}, adapter.resolve_backend("eager"),
+                          lambda es: [False] * len(es), saving=True)
+    assert cap.saved is not None
+    deserializer, data = pickle.loads(pickle.dumps(adapter_stored.dump_compiled(cap.saved.compiled)))
+    assert deserializer is adapter_stored._load_eager_graph
+
+    def no_recompile(self: Any) -> None:
+        raise AssertionError("recompiled")
+
+    monkeypatch.setattr(torch.fx.GraphModule, "recompile", no_recompile)
+    graph = adapter_stored.load_compiled(deserializer, data)
+    x = torch.randn(3)
+    assert torch.equal(graph(x)[0], cap.saved.compiled(x)[0])
+    forward = type(graph.graph_module).forward
+    assert graph.graph_module.code == "".join(linecache.getlines(forward.__code__.co_filename))
+    assert "sin" in graph.graph_module.code
+
+
+def test_a_graph_global_with_no_name_keeps_torchs_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph whose code names a global that cannot be found again by name is stored the
+    way torch stores it; a named global missing at load makes the load ``recompile``."""
+    import pickle
+
+    def local_op(t: Any) -> Any:
+        return t + 1
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(local_op, (x,)))
+    assert adapter_stored._forward_form(torch.fx.GraphModule(torch.nn.Module(), graph)) is None
+
+    cap = adapter.capture(_f, (torch.randn(3), 2), {}, adapter.resolve_backend("eager"),
+                          lambda es: [False] * len(es), saving=True)
+    assert cap.saved is not None
+    deserializer, data = adapter_stored.dump_compiled(cap.saved.compiled)
+    torch_data, (code, src, names) = pickle.loads(data)
+    names = {**names, "gone": ("module", "jitguard_no_such_module")}
+    recompiled = []
+    real = torch.fx.GraphModule.recompile
+    monkeypatch.setattr(torch.fx.GraphModule, "recompile",
+                        lambda self: recompiled.append(1) or real(self))
+    loaded = adapter_stored.load_compiled(deserializer, pickle.dumps((torch_data, (code, src, names))))
+    x = torch.randn(3)
+    assert recompiled and torch.equal(loaded(x)[0], cap.saved.compiled(x)[0])
+
 def test_reserve_unique_ids_moves_dynamos_name_counter() -> None:
     """After ``reserve_unique_ids(["__builtins_dict___N"])``, Dynamo's ``unique_id`` gives
     only numbers above N, whatever the prefix."""
