@@ -293,14 +293,43 @@ def test_a_stored_eager_graph_keeps_its_forward_code(monkeypatch: pytest.MonkeyP
     def no_recompile(self: Any) -> None:
         raise AssertionError("recompiled")
 
+    from torch.fx._graph_pickler import GraphPickler
+
     monkeypatch.setattr(torch.fx.GraphModule, "recompile", no_recompile)
+    unpickled = []
+    real_loads = GraphPickler.loads
+    monkeypatch.setattr(GraphPickler, "loads",
+                        staticmethod(lambda *a, **k: unpickled.append(1) or real_loads(*a, **k)))
     graph = adapter_stored.load_compiled(deserializer, data)
     x = torch.randn(3)
     assert torch.equal(graph(x)[0], cap.saved.compiled(x)[0])
+    # this forward reads nothing of its module: the graph is unpickled only when asked for
+    assert not unpickled
     forward = type(graph.graph_module).forward
+    assert unpickled == [1] and forward is graph._forward
     assert graph.graph_module.code == "".join(linecache.getlines(forward.__code__.co_filename))
     assert "sin" in graph.graph_module.code
 
+
+
+def test_a_stored_forward_that_reads_its_module_gets_the_graph_at_load() -> None:
+    """A forward that calls a submodule (``self.sub``) is made from the stored code on the
+    unpickled graph, at load ([Note: Stored forward code]), and computes the same."""
+    from torch._dynamo.aot_compile_types import GraphModuleSerializableCallable
+
+    root = torch.nn.Module()
+    root.sub = torch.nn.ReLU()
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output((graph.call_module("sub", (x,)),))
+    gm = torch.fx.GraphModule(root, graph)
+    deserializer, data = adapter_stored.dump_compiled(GraphModuleSerializableCallable(gm))
+    assert deserializer is adapter_stored._load_eager_graph
+    loaded = adapter_stored.load_compiled(deserializer, data)
+    assert isinstance(loaded, GraphModuleSerializableCallable)
+    t = torch.randn(4)
+    assert torch.equal(loaded(t)[0], t.relu())
+    assert "self.sub" in loaded.graph_module.code
 
 def test_a_graph_global_with_no_name_keeps_torchs_load(monkeypatch: pytest.MonkeyPatch) -> None:
     """A graph whose code names a global that cannot be found again by name is stored the
@@ -319,13 +348,14 @@ def test_a_graph_global_with_no_name_keeps_torchs_load(monkeypatch: pytest.Monke
                           lambda es: [False] * len(es), saving=True)
     assert cap.saved is not None
     deserializer, data = adapter_stored.dump_compiled(cap.saved.compiled)
-    torch_data, (code, src, names) = pickle.loads(data)
+    torch_data, (code, src, names, selfless) = pickle.loads(data)
     names = {**names, "gone": ("module", "jitguard_no_such_module")}
     recompiled = []
     real = torch.fx.GraphModule.recompile
     monkeypatch.setattr(torch.fx.GraphModule, "recompile",
                         lambda self: recompiled.append(1) or real(self))
-    loaded = adapter_stored.load_compiled(deserializer, pickle.dumps((torch_data, (code, src, names))))
+    loaded = adapter_stored.load_compiled(deserializer,
+                                          pickle.dumps((torch_data, (code, src, names, selfless))))
     x = torch.randn(3)
     assert recompiled and torch.equal(loaded(x)[0], cap.saved.compiled(x)[0])
 

@@ -241,9 +241,10 @@ _TYPE_HOMES = {type(None): "types:NoneType", type(Ellipsis): "types:EllipsisType
                type(NotImplemented): "types:NotImplementedType"}
 
 
-def _forward_form(gm: Any) -> Optional[tuple[bytes, str, dict[str, tuple[str, str]]]]:
-    """(marshalled module code, source, globals named) of ``gm``'s forward as FX generates
-    it from its graph; None when a global has no name to be found again by."""
+def _forward_form(gm: Any) -> Optional[tuple[bytes, str, dict[str, tuple[str, str]], bool]]:
+    """(marshalled module code, source, globals named, whether it reads nothing of its
+    module) of ``gm``'s forward as FX generates it from its graph; None when a global has no
+    name to be found again by."""
     import marshal
 
     code = gm.graph.python_code(root_module="self")
@@ -267,7 +268,11 @@ def _forward_form(gm: Any) -> Optional[tuple[bytes, str, dict[str, tuple[str, st
                 return None
             names[name] = ("object", f"{module}:{qualname}")
     module_code = compile(code.src, _graph_filename(code.src), "exec")
-    return marshal.dumps(module_code), code.src, names
+    # a forward that reads nothing of its module (no submodule, no attribute: FX writes
+    # every such read as ``self.<name>``) runs without the unpickled graph
+    selfless = "self." not in code.src and all(
+        n.op not in ("get_attr", "call_module") for n in gm.graph.nodes)
+    return marshal.dumps(module_code), code.src, names, selfless
 
 
 def _graph_filename(src: str) -> str:
@@ -291,21 +296,14 @@ def _found(module: str, qualname: str) -> Any:
 def _load_eager_graph(bundle: bytes) -> Any:
     """An eager graph ``dump_compiled`` stored with its forward's code: torch's
     ``GraphModuleSerializableCallable.deserialize_compile_artifacts``, with the forward
-    made from that code instead of ``recompile()`` ([Note: Stored forward code])."""
+    made from that code instead of ``recompile()``; a forward that reads nothing of its
+    module runs before the graph is unpickled, which waits until something asks for it
+    ([Note: Stored forward code])."""
     import builtins
     import linecache
     import marshal
 
-    from torch._dynamo.aot_compile_types import GraphModuleSerializableCallable
-    from torch._subclasses import FakeTensorMode
-    from torch.fx._graph_pickler import GraphPickler
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    data, (module_code, src, names) = pickle.loads(bundle)
-    state = pickle.loads(data)
-    gm = GraphPickler.loads(state["graph_module"], FakeTensorMode(shape_env=ShapeEnv()))
-    if not isinstance(gm, torch.fx.GraphModule):
-        raise TypeError(f"expected a torch.fx.GraphModule, got {type(gm).__name__}")
+    data, (module_code, src, names, selfless) = pickle.loads(bundle)
     scope: dict[str, Any] = {"__builtins__": builtins}
     for name, (how, what) in names.items():
         if how == "float":
@@ -315,17 +313,60 @@ def _load_eager_graph(bundle: bytes) -> Any:
         else:
             scope[name] = _found(*what.split(":", 1))
         if scope[name] is _MISSING:
-            gm.recompile()  # torch's way
-            break
+            return _torch_eager_graph(data, None, "")  # torch's way: recompile
+    code = marshal.loads(module_code)
+    exec(code, scope)
+    linecache.cache[code.co_filename] = (len(src), None, src.splitlines(True),
+                                         code.co_filename)
+    forward = scope.pop("forward")
+    if selfless:
+        return _StoredEagerGraph(forward, data, src)
+    return _torch_eager_graph(data, forward, src)
+
+
+def _torch_eager_graph(data: bytes, forward: Any, src: str) -> Any:
+    """torch's loaded form of an eager graph; its forward ``forward`` (compiled from
+    ``src``) when given, else recompiled from the graph."""
+    from torch._dynamo.aot_compile_types import GraphModuleSerializableCallable
+    from torch._subclasses import FakeTensorMode
+    from torch.fx._graph_pickler import GraphPickler
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    state = pickle.loads(data)
+    gm = GraphPickler.loads(state["graph_module"], FakeTensorMode(shape_env=ShapeEnv()))
+    if not isinstance(gm, torch.fx.GraphModule):
+        raise TypeError(f"expected a torch.fx.GraphModule, got {type(gm).__name__}")
+    if forward is None:
+        gm.recompile()
     else:
-        code = marshal.loads(module_code)
-        exec(code, scope)
-        linecache.cache[code.co_filename] = (len(src), None, src.splitlines(True),
-                                             code.co_filename)
-        type(gm).forward = scope.pop("forward")
+        type(gm).forward = forward
         gm._code = src
     state["graph_module"] = gm
     return GraphModuleSerializableCallable(**state)
+
+
+class _StoredEagerGraph:
+    """A loaded eager graph whose forward reads nothing of its module: calling it runs the
+    stored forward; any other attribute (``graph_module``, ...) is torch's loaded form's,
+    unpickled on the first such read."""
+
+    def __init__(self, forward: Any, data: bytes, src: str) -> None:
+        self._forward = forward
+        self._data = data
+        self._src = src
+        self._loaded: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._forward(None, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        with self._lock:
+            if self._loaded is None:
+                self._loaded = _torch_eager_graph(self._data, self._forward, self._src)
+        return getattr(self._loaded, name)
 
 
 def load_compiled(deserializer: Any, data: bytes) -> Any:
