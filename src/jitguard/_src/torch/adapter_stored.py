@@ -233,9 +233,14 @@ def dump_compiled(compiled: Any) -> tuple[Any, bytes]:
 # key holds the exact Python version), with the globals that source names: floats (inf,
 # nan), modules by name, and objects found again at their module and qualified name (each
 # checked to be that object when saved). Loading makes the forward from them as FX's
-# ``_exec_with_source`` does (the module code run in a dict of those globals), on the
-# unpickled graph, whose other parts are torch's. A global with no such name keeps the
-# entry on torch's way (``recompile`` at load), and so does one not found at load.
+# ``_exec_with_source`` does (the module code run in a dict of those globals). A forward
+# that reads nothing of its module (no ``self.`` in its source, no ``get_attr`` or
+# ``call_module`` node: Dynamo's graphs take their parameters as inputs) runs as it is, and
+# the graph is unpickled only when something reads more of the loaded object (its
+# ``graph_module``): unpickling Qwen3's 3,227 nodes was another ~120 ms of the first call.
+# Otherwise the forward is installed on the unpickled graph, whose other parts are
+# torch's. A global with no such name keeps the entry on torch's way (``recompile`` at
+# load), and so does one not found at load.
 _FLOAT_GLOBALS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 _TYPE_HOMES = {type(None): "types:NoneType", type(Ellipsis): "types:EllipsisType",
                type(NotImplemented): "types:NotImplementedType"}
