@@ -184,7 +184,6 @@ tag_snapshot_call(TagSnapshot *self, PyObject *args, PyObject *kwargs)
             TagNode *ahead = &self->nodes[i + JG_TAGS_AHEAD];
             __builtin_prefetch(ahead->obj);
             if (ahead->mode == NODE_INSTANCE_DICT) {
-                __builtin_prefetch((char *)ahead->obj - 4 * sizeof(PyObject *));
                 __builtin_prefetch(ahead->dict);
             }
         }

@@ -176,10 +176,10 @@ class Pregraph:
         # on every call (thousands on a deep model, where each parameter read was ~20
         # instructions). A jump into the span lands on NOPs that fall through to its end,
         # as before.
-        rest = (span - len(new)) // 2
+        rest = (span - len(new)) // 2  # code units left in the span
         if 2 < rest <= 0xFFFF:
-            wide = rest - 1 > 255
-            emit("JUMP_FORWARD", rest - 2 if wide else rest - 1)
+            skip = rest - 1  # all but the jump itself
+            emit("JUMP_FORWARD", skip if skip <= 255 else skip - 1)  # less its EXTENDED_ARG
         new.extend(bytes((ops["NOP"], 0)) * ((span - len(new)) // 2))
         co_code = code.co_code[:self._begin] + bytes(new) + code.co_code[self._end:]
         extra = max(0, 2 + len(self.params) - len(self.paths))

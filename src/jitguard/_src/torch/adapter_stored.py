@@ -273,8 +273,9 @@ def _forward_form(gm: Any) -> Optional[tuple[bytes, str, dict[str, tuple[str, st
                 return None
             names[name] = ("object", f"{module}:{qualname}")
     module_code = compile(code.src, _graph_filename(code.src), "exec")
-    # a forward that reads nothing of its module (no submodule, no attribute: FX writes
-    # every such read as ``self.<name>``) runs without the unpickled graph
+    # a forward that reads nothing of its module runs without the unpickled graph: no node
+    # reads it (get_attr, call_module), and neither does what the codegen adds around the
+    # nodes (a pytree codegen's ``self._in_spec``): FX writes every such read ``self.<name>``
     selfless = "self." not in code.src and all(
         n.op not in ("get_attr", "call_module") for n in gm.graph.nodes)
     return marshal.dumps(module_code), code.src, names, selfless
