@@ -178,6 +178,42 @@ def test_each_source_read_once_at_runtime() -> None:
     assert inner.reads == {"x": 1, "y": 1}
 
 
+def _item_guards(n: int, read: range) -> list[Guard]:
+    xs = L("xs")
+    return [xs.make_guard(GuardBuilder.SEQUENCE_LENGTH),
+            *(GetItemSource(xs, i).make_guard(EQ) for i in read)]
+
+
+@pytest.mark.parametrize("kind", [list, tuple])
+def test_items_of_a_pinned_sequence_read_in_one_unpacking(kind: type) -> None:
+    """Items of a list or tuple whose type and length a test pinned are read in one
+    unpacking ([Note: Unpacked items]); the check accepts and rejects as item reads would,
+    and a failure still names the item."""
+    check = compiled(_item_guards(4, range(4)), {"xs": kind([1, 2, 3, 4])}, arg_names=["xs"])
+    assert re.search(r"^ +v\d+, v\d+, v\d+, v\d+ = l_xs +# L\['xs'\]\[0\], \.\.\., \[3\]$",
+                     check.source, re.M), check.source
+    assert "l_xs[" not in check.source
+    assert check.fn(kind([1, 2, 3, 4])) is True
+    assert check.fn(kind([1, 2, 3, 5])) is False
+    assert check.fn(kind([1, 2, 3])) is False
+    assert check.fn(kind([1, 2, 3, 4, 5])) is False
+    assert check.fn([1, 2, 3, 4] if kind is tuple else (1, 2, 3, 4)) is False
+    assert reasons(check, kind([1, 9, 3, 4])) == ["L['xs'][1] == 2 failed: got 9"]
+
+
+def test_items_read_one_by_one_without_a_pinned_length_or_when_few() -> None:
+    """No unpacking where no test pinned the length (an unpacking would be stricter than
+    the guards), nor where fewer than half of the items are read."""
+    xs = L("xs")
+    unpinned = [xs.make_guard(TYPE), *(GetItemSource(xs, i).make_guard(EQ) for i in range(4))]
+    check = compiled(unpinned, {"xs": [1, 2, 3, 4]}, arg_names=["xs"])
+    assert "l_xs[" in check.source and " = l_xs\n" not in check.source
+    assert check.fn([1, 2, 3, 4, 5]) is True  # more items: the guards do not mind
+    few = compiled(_item_guards(8, range(1)), {"xs": list(range(1, 9))}, arg_names=["xs"])
+    assert "l_xs[" in few.source
+    assert few.fn([1, 0, 0, 0, 0, 0, 0, 0]) is True
+
+
 def test_mapping_mode_reads_each_local_once() -> None:
     """In mapping mode each local is one L[...] subscript, bound by name."""
     guards = [L("x").make_guard(TYPE), L("x").make_guard(EQ), L("y").make_guard(EQ)]

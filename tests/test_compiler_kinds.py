@@ -337,6 +337,52 @@ def test_dict_keys_match_ordereddict_order() -> None:
     )
 
 
+def test_dict_keys_match_key_types_and_subclasses() -> None:
+    """DICT_KEYS_MATCH (one C call for keys of builtin types when the extension is in use)
+    tells 1 from True, a str from an equal str subclass, and reads a dict subclass's keys
+    as ``dict.keys`` orders them, not as its own ``keys()`` says."""
+
+    class Str(str):
+        pass
+
+    class Sneaky(dict):  # type: ignore[type-arg]
+        def keys(self) -> Any:
+            return ["a", 1]
+
+        def __iter__(self) -> Any:
+            return iter(["a", 1])
+
+    _, check = build(L("d"), GuardBuilder.DICT_KEYS_MATCH, {"d": {"a": 0, 1: 0}})
+    assert_accepts(check, {"d": {"a": 5, 1: 5}})
+    assert_accepts(check, {"d": {"".join(["a"]): 5, 10 ** 20 // 10 ** 20: 5}})  # equal, not same
+    for other in ({"a": 0, True: 0}, {Str("a"): 0, 1: 0}, {1: 0, "a": 0}, {"a": 0},
+                  {"a": 0, 1: 0, 2: 0}):
+        assert not check.fn(other), other
+    _, sub = build(L("d"), GuardBuilder.DICT_KEYS_MATCH, {"d": Sneaky({"a": 0, 1: 0})})
+    assert_accepts(sub, {"d": Sneaky({"a": 0, 1: 0})})
+    assert not sub.fn(Sneaky({"b": 0, 2: 0}))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 9])
+def test_keys_are_helper_agrees_in_c_and_python(n: int) -> None:
+    """``bulk.keys_are`` (C when the extension is there) says what the Python meaning says:
+    same keys in order; another order, a missing or extra key, a key of another type, a
+    non-dict; a key equal by ``==`` that is another object."""
+    keys = tuple(f"k{i}" for i in range(n))
+    d = dict.fromkeys(keys, 0)
+    cases: list[tuple[Any, tuple[Any, ...]]] = [
+        (d, keys), (d, keys[::-1]), (d, keys[:-1]), (d, (*keys, "x")), ([*keys], keys),
+        (dict.fromkeys(["".join(k) for k in keys]), keys),
+        (d, tuple(k.encode() for k in keys)), ({1: 0, 2: 0}, (1, 2)), ({1: 0, 2: 0}, (True, 2)),
+        ({1.0: 0}, (1,)), ({None: 0}, (None,)),
+    ]
+    for value, want in cases:
+        assert bulk.keys_are(value, want) is bulk.keys_are_py(value, want), (value, want)
+    assert bulk.keys_are(d, keys) is True
+    if n > 1:
+        assert bulk.keys_are(d, keys[::-1]) is False
+
+
 def test_dict_keys_match_needs_a_dict() -> None:
     """DICT_KEYS_MATCH on a non-dict is a GuardKindError."""
     with pytest.raises(GuardKindError, match="expected a dict, found list"):

@@ -20,7 +20,7 @@
  *   dispatch.c.h       the slot's fields, the Dispatch struct and its call path;
  *   dispatch_type.c.h  the rest of the Dispatch type;
  *   this file          the helpers of generated checks over a batch of guards
- *                      (dicts_lack, distinct, attrs_falsy, dicts_exclude) and the
+ *                      (dicts_lack, distinct, keys_are, attrs_falsy, dicts_exclude) and the
  *                      module.
  * setup.py lists the parts as the extension's depends (a change to any rebuilds it), and
  * the Makefile as prerequisites of the install.
@@ -134,6 +134,54 @@ py_distinct(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyMem_Free(table);
     }
     return PyBool_FromLong(ok);
+}
+
+/* keys_are(d, keys): True when ``d`` is a dict whose keys, in ``dict.keys`` order (the
+ * underlying dict's, whatever a subclass overrides), are ``keys`` (a tuple) one for one: the
+ * same object, or of the same exact type and equal. A key pair of another type is compared
+ * with ``==``; the generated checks pass only keys of builtin types whose ``==`` is exact and
+ * runs no Python code (DICT_KEYS_MATCH), and each pair is held while it is compared, so a
+ * comparison that changed the dict cannot free a key under it. bulk.keys_are is its
+ * meaning, in Python. */
+static PyObject *
+py_keys_are(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyTuple_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "keys_are(d, keys: tuple)");
+        return NULL;
+    }
+    PyObject *d = args[0], *keys = args[1];
+    Py_ssize_t n = PyTuple_GET_SIZE(keys);
+    if (!PyDict_Check(d) || PyDict_GET_SIZE(d) != n) {
+        Py_RETURN_FALSE;
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        if (i >= n) {  /* changed under a comparison */
+            Py_RETURN_FALSE;
+        }
+        PyObject *want = PyTuple_GET_ITEM(keys, i++);
+        if (key == want) {
+            continue;
+        }
+        if (Py_TYPE(key) != Py_TYPE(want)) {
+            Py_RETURN_FALSE;
+        }
+        Py_INCREF(key);
+        int eq = PyObject_RichCompareBool(key, want, Py_EQ);
+        Py_DECREF(key);
+        if (eq <= 0) {
+            if (eq < 0) {
+                return NULL;
+            }
+            Py_RETURN_FALSE;
+        }
+        if (PyDict_GET_SIZE(d) != n) {
+            Py_RETURN_FALSE;
+        }
+    }
+    return PyBool_FromLong(i == n);
 }
 
 /* attrs_falsy(names, *values): True when ``getattr(values[i], names[i])`` is false for every
@@ -343,6 +391,8 @@ static PyMethodDef module_methods[] = {
      "dicts_lack(attrs, *values): no value's instance dict holds a key of attrs."},
     {"distinct", (PyCFunction)(void (*)(void))py_distinct, METH_FASTCALL,
      "distinct(*values): no two values are the same object."},
+    {"keys_are", (PyCFunction)(void (*)(void))py_keys_are, METH_FASTCALL,
+     "keys_are(d, keys): d is a dict whose keys, in order, are keys (same type, equal)."},
     {"attrs_falsy", (PyCFunction)(void (*)(void))py_attrs_falsy, METH_FASTCALL,
      "attrs_falsy(names, *values): getattr(values[i], names[i]) is false for every i."},
     {"dicts_exclude", (PyCFunction)(void (*)(void))py_dicts_exclude, METH_FASTCALL,

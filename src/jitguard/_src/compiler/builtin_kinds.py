@@ -4,7 +4,7 @@ those on types and identity in ``identity_kinds``, GLOBAL_STATE in ``global_stat
 what a constant is and strict equality in ``constants``.
 
 May import: _util, errors, compiler.values, compiler.kinds, compiler.constants, compiler.array_facts,
-compiler.identity_kinds, compiler.global_state_kind.
+compiler.identity_kinds, compiler.global_state_kind, compiler.bulk.
 
 Failure texts follow the forms users know from torch.compile: ``L['n'] == 7 failed: got 8``,
 ``type(L['cfg']) is Config failed: got dict``.
@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 from .._util import is_scalar_type
 from ..errors import GuardKindError
+from . import bulk
 from .array_facts import dtype_key
 from .constants import (
     EXACT_EQ_TYPES,
@@ -220,6 +221,12 @@ class SequenceLength(GuardKind):
         type_ok = ctx.identical(f"type({var})", params[0], "type")
         return f"{type_ok} and len({var}) == {ctx.const(params[1], 'len')}"
 
+    def pins_type(self, params: tuple[Ident, int]) -> Optional[type]:
+        return params[0].get() if params[0].alive else None
+
+    def pins_len(self, params: tuple[Ident, int]) -> Optional[int]:
+        return params[1]
+
     def code(self, name: str, params: tuple[Ident, int]) -> str:
         return f"type({name}) is {describe_ident(params[0])} and len({name}) == {params[1]}"
 
@@ -279,8 +286,16 @@ class DictKeysMatch(GuardKind):
 
     def emit(self, var: str, params: tuple[Any, ...], ctx: EmitContext) -> str:
         type_ok = ctx.identical(f"type({var})", params[0], "type")
-        keys_read = f"[*{var}]" if params[0].get() is dict else f"list(dict.keys({var}))"
-        out = f"{type_ok} and {self._keys_ok(var, keys_read, params[1], ctx)}"
+        if bulk.is_native(bulk.keys_are) and all(
+            one_of(type(k), EXACT_EQ_TYPES) for k in params[1]
+        ):
+            # one C call walks the keys in ``dict.keys`` order: no list of them, no list of
+            # their types
+            keys = ctx.const(tuple(params[1]), "keys")
+            out = f"{type_ok} and {ctx.const(bulk.keys_are, 'keys_are')}({var}, {keys})"
+        else:
+            keys_read = f"[*{var}]" if params[0].get() is dict else f"list(dict.keys({var}))"
+            out = f"{type_ok} and {self._keys_ok(var, keys_read, params[1], ctx)}"
         ordered = _ordered(params)
         if ordered is not None:
             od_keys = ctx.const(OrderedDict.keys, "ordered_keys")

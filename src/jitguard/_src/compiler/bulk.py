@@ -22,6 +22,8 @@ __all__ = [
     "distinct",
     "distinct_py",
     "is_native",
+    "keys_are",
+    "keys_are_py",
 ]
 
 
@@ -43,6 +45,17 @@ def dicts_lack_py(attrs: tuple[str, ...], *values: Any) -> bool:
 def distinct_py(*values: Any) -> bool:
     """True when no two values are the same object (by identity: no user code runs)."""
     return len({id(v) for v in values}) == len(values)
+
+
+def keys_are_py(d: Any, keys: tuple[Any, ...]) -> bool:
+    """True when ``d`` is a dict whose keys in ``dict.keys`` order are ``keys``, one for
+    one: the same object, or of the same exact type and equal (``==``)."""
+    if not isinstance(d, dict) or dict.__len__(d) != len(keys):
+        return False
+    return all(
+        k is e or (type(k) is type(e) and k == e)
+        for k, e in zip(list(dict.keys(d)), keys, strict=True)
+    )
 
 
 def attrs_falsy_py(names: tuple[str, ...], *values: Any) -> bool:
@@ -81,9 +94,11 @@ dicts_lack: Callable[..., bool] = _c_version("dicts_lack") or dicts_lack_py
 attrs_falsy: Callable[..., bool] = _c_version("attrs_falsy") or attrs_falsy_py
 dicts_exclude: Callable[..., bool] = _c_version("dicts_exclude") or dicts_exclude_py
 distinct: Callable[..., bool] = _c_version("distinct") or distinct_py
+keys_are: Callable[..., bool] = _c_version("keys_are") or keys_are_py
 
 
 def is_native(helper: Callable[..., bool]) -> bool:
     """Whether ``helper`` (one of this module's) is the C version: a kind whose per-leaf
     Python test is faster than the Python version's loop calls the helper only then."""
-    return helper not in (dicts_lack_py, attrs_falsy_py, dicts_exclude_py, distinct_py)
+    return helper not in (dicts_lack_py, attrs_falsy_py, dicts_exclude_py, distinct_py,
+                          keys_are_py)

@@ -200,6 +200,13 @@ class GuardKind:
         reads in the same generated function may rely on it (``Source.emit_on``)."""
         return None
 
+    def pins_len(self, params: Any) -> Optional[int]:
+        """The length a value that passes this guard has, where ``pins_type`` gives its exact
+        type too (SEQUENCE_LENGTH's), or None: later reads in the same generated function
+        may read the items of a list or tuple of that length in one unpacking
+        ([Note: Unpacked items])."""
+        return None
+
     def code(self, name: Any, params: Any) -> str:
         raise NotImplementedError
 

@@ -20,6 +20,17 @@ See [Note: Generated check functions] in ``codegen``.
 # unchanged: ``CheckFunction.leaves``, ``explain`` and the recompile reasons go through the
 # reference evaluator leaf by leaf, so a failure still names the one guard that failed, its
 # source and its text.
+#
+# [Note: Unpacked items]
+# Where a test of the function has pinned a value's exact type to list or tuple and its
+# length to n (SEQUENCE_LENGTH: ``pins_type`` and ``pins_len``), and the function's leaves
+# read at least half of its items 0..n-1 (two at the least), the first of those reads
+# reads them all, in one unpacking: ``v2, v3, ..., v11 = v0``, where it would write a
+# subscript per item (~15 ns each). For an exact list or tuple that is the same objects as
+# ``v0[i]``; the items are read earlier than their own reads would stand, as any value a
+# batched test uses is, and every test before the unpacking still runs before it. A value
+# whose length changed since its test (by code a test ran) raises ValueError there, which
+# fails the check, as the subscript past the end would have.
 """
 
 from __future__ import annotations
@@ -31,7 +42,7 @@ from typing import Any, Optional
 from .._util import is_scalar_type
 from ..errors import GuardCompileError
 from ..guards import ChainedSource, Source
-from ..sources import AttrSource, LocalSource, is_plain_identifier
+from ..sources import AttrSource, GetItemSource, LocalSource, is_plain_identifier
 from .builder import Leaf
 from .codecache import compile_generated
 from .kinds import EmitContext
@@ -53,6 +64,7 @@ __all__ = [
 # its code text does not depend on its name ([Note: Compiled-code reuse]).
 CODE_NAME = "___check"
 _IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: instances cannot change type
+_UNPACK_MAX = 256  # the longest list or tuple whose items are read in one unpacking
 RETURN_TRUE = "        return True"
 
 
@@ -229,6 +241,8 @@ class Body:
         # sources whose exact type a test of this function has pinned, where instances of
         # that type cannot change type (an immutable type: no ``__class__`` assignment)
         self._pinned: dict[Source, type] = {}
+        # of those, lists and tuples whose length a test pinned too ([Note: Unpacked items])
+        self._pinned_len: dict[Source, int] = {}
 
     def outer(self, value: int, shown: str) -> str:
         """The name, in this function, of a value held outside it: alone, the check's own
@@ -251,6 +265,10 @@ class Body:
             if self.chunks is None or values.home[value] == self.index:
                 return values.name[value]
             return self.outer(value, source.name())
+        if type(source) is GetItemSource:
+            unpacked = self._unpack(source)
+            if unpacked is not None:
+                return unpacked
         if isinstance(source, ChainedSource):
             base = self.read(source.base)
             expr = self._emit(source, base)
@@ -266,6 +284,30 @@ class Body:
         values.home.append(self.index)
         values.name.append(var)
         return var
+
+    def _unpack(self, source: GetItemSource) -> Optional[str]:
+        """All the items of ``source``'s base in one unpacking, and ``source``'s variable,
+        where [Note: Unpacked items] allows it; None where it does not."""
+        n = self._pinned_len.get(source.base)
+        index = source.index
+        if (
+            n is None or n > _UNPACK_MAX or source.index_is_slice or type(index) is not int
+            or not 0 <= index < n
+        ):
+            return None
+        items = [GetItemSource(source.base, i) for i in range(n)]
+        values = self.values
+        wanted = sum(1 for s in items if self._uses.get(s, 0) and s not in values.where)
+        if wanted < 2 or 2 * wanted < n:
+            return None
+        base = self.read(source.base)
+        names = [f"v{next(self._tmp)}" for _ in items]
+        self.code.append(f"        {', '.join(names)} = {base}")
+        self.comments.append(f"{source.base.name()}[0], ..., [{n - 1}]")
+        for item, var in zip(items, names, strict=True):
+            if item not in values.where:
+                values.where[item] = values.new(self.index, var)
+        return values.name[values.where[source]]
 
     def _emit(self, source: ChainedSource, base: str) -> str:
         """``source``'s expression on its base's, cheaper where a test before it pinned the
@@ -370,6 +412,9 @@ class Body:
             pinned = kind.pins_type(leaf.params)
             if isinstance(pinned, type) and pinned.__flags__ & _IMMUTABLE_TYPE:
                 self._pinned[sources[0]] = pinned
+                length = kind.pins_len(leaf.params)
+                if (pinned is list or pinned is tuple) and type(length) is int:
+                    self._pinned_len[sources[0]] = length
 
 
 def write_function(
