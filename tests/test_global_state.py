@@ -4,6 +4,7 @@ Global-state groups]) and the lazy integration loaders it triggers."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import threading
 import types
@@ -272,6 +273,49 @@ def test_global_state_calls_the_group_checker(knob_group: Knobs) -> None:
     before = knob_group.checks
     assert check.fn({}) is True and check.reference({}) is True
     assert knob_group.checks == before + 1  # the reference read the states, not the group
+
+
+def test_group_checker_terms_are_called_in_line() -> None:
+    """A checker that carries ``terms`` ([Note: Global-state groups]) is not called: its
+    reads are, in line, ``is`` for None/True/False and ``==`` otherwise; each changed read
+    fails the check, and the reason names the state."""
+    knobs = Knobs(test_gs_flag=True, test_gs_level=3)
+    for name in knobs.values:
+        register_global_state(name, knobs.reader(name))
+
+    def flag() -> Any:
+        return knobs.values["test_gs_flag"]
+
+    def level() -> Any:
+        return knobs.values["test_gs_level"]
+
+    def take() -> Callable[[], bool]:
+        was = (flag(), level())
+
+        def unchanged() -> bool:
+            raise AssertionError("the checker itself is not called")
+
+        unchanged.terms = ((flag, was[0]), (level, was[1]))  # type: ignore[attr-defined]
+        return unchanged
+
+    global_states.register_group("test_gs_terms", ["test_gs_flag", "test_gs_level"], take)
+    try:
+        check = state_check()
+        assert re.search(r"___test_gs_terms_flag_\d+\(\) is True and "
+                         r"___test_gs_terms_level_\d+\(\) == ___test_gs_terms_level_was_\d+",
+                         check.source), check.source
+        assert check.fn({}) is True
+        for name, value, text in (("test_gs_flag", False, "expected True, got False"),
+                                  ("test_gs_level", 4, "expected 3, got 4")):
+            old = knobs.values[name]
+            knobs.values[name] = value
+            assert failure(check) == f"GLOBAL_STATE changed: {name} ({text})"
+            knobs.values[name] = old
+        assert check.fn({}) is True
+    finally:
+        global_states.unregister_group("test_gs_terms")
+        for name in knobs.values:
+            global_states.unregister(name)
 
 
 @pytest.mark.parametrize(

@@ -168,6 +168,23 @@ def test_saved_tensors_hooks_ids() -> None:
     assert ids is None or ids == (id(pack), id(unpack))
 
 
+def test_top_saved_tensors_hooks_read() -> None:
+    """torch's reader, called with its argument, gives None with no hooks and the innermost
+    pair inside ``saved_tensors_hooks``."""
+    fn, arg = adapter.top_saved_tensors_hooks_read()
+    assert fn(arg) is None
+
+    def pack(t: Any) -> Any:
+        return t
+
+    def unpack(t: Any) -> Any:
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        assert tuple(fn(arg)) == (pack, unpack)
+    assert fn(arg) is None
+
+
 def test_forward_ad_level() -> None:
     """-1 outside forward AD, 0 inside one dual level."""
     assert adapter.forward_ad_level() == -1
@@ -197,10 +214,11 @@ def test_current_default_device() -> None:
     torch.set_default_device("cpu")
     try:
         assert adapter.current_default_device() == torch.device("cpu")
-        assert adapter.default_device_reader()() == torch.device("cpu")
+        module, name = adapter.default_device_home()
+        assert getattr(module, name) == torch.device("cpu")
     finally:
         torch.set_default_device(None)
-    assert adapter.default_device_reader()() is None
+    assert getattr(*adapter.default_device_home()) is None
 
 
 def test_dict_version() -> None:

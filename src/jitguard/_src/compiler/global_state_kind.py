@@ -56,7 +56,22 @@ class GlobalStateKind(GuardKind):
         return True
 
     def emit(self, var: Any, params: Any, ctx: EmitContext) -> str:
-        terms = [f"{ctx.const(check, 'check_' + group.name)}()" for group, check in params.checks]
+        terms = []
+        for group, check in params.checks:
+            inline = getattr(check, "terms", None)
+            if inline is None:
+                terms.append(f"{ctx.const(check, 'check_' + group.name)}()")
+                continue
+            # the checker's own reads in line ([Note: Global-state groups])
+            for read, expected in inline:
+                named = getattr(read, "func", read)  # a functools.partial: its function's
+                name = str(getattr(named, "__name__", "read")).strip("_") or "read"
+                hint = f"{group.name}_{name}"
+                call = f"{ctx.const(read, hint)}()"
+                if expected is None or expected is True or expected is False:
+                    terms.append(f"{call} is {expected!r}")
+                else:
+                    terms.append(f"{call} == {ctx.const(expected, hint + '_was')}")
         terms += [
             f"{ctx.const(s.read, 'read_' + s.name)}() == {ctx.const(v, s.name)}"
             for s, v in params.rest

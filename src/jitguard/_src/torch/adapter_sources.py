@@ -157,16 +157,13 @@ def saved_tensors_hooks_ids() -> Optional[tuple[int, ...]]:
     return tuple(map(id, hooks))
 
 
-def top_saved_tensors_hooks_reader() -> Callable[[], Any]:
-    """A no-argument reader of the innermost saved-tensors hooks pair (None when there is
-    none), the read ``saved_tensors_hooks_ids`` starts from: a check that expects no
-    inlineable hooks is done when this returns None."""
-    top = torch._C._autograd._top_saved_tensors_default_hooks
-
-    def read() -> Any:
-        return top(True)
-
-    return read
+def top_saved_tensors_hooks_read() -> tuple[Callable[..., Any], bool]:
+    """torch's reader of the innermost saved-tensors hooks pair and the argument it takes
+    (``ignore_is_tracing``): called with it, it gives that pair, or None when there is none,
+    the read ``saved_tensors_hooks_ids`` starts from. A check that expects no inlineable
+    hooks is done when it gives None; generated code calls it directly, with no Python
+    function around it."""
+    return torch._C._autograd._top_saved_tensors_default_hooks, True
 
 
 def forward_ad_level() -> int:
@@ -196,14 +193,12 @@ def current_default_device() -> Any:
     return device_mod.CURRENT_DEVICE
 
 
-def default_device_reader() -> Callable[[], Any]:
-    """A no-argument reader of ``CURRENT_DEVICE`` for generated code."""
+def default_device_home() -> tuple[Any, str]:
+    """The module and the name ``CURRENT_DEVICE`` is read under (generated code reads the
+    module's attribute: a fresh read each call, where ``torch.set_default_device`` writes)."""
     import torch.utils._device as device_mod
 
-    def read() -> Any:
-        return device_mod.CURRENT_DEVICE
-
-    return read
+    return device_mod, "CURRENT_DEVICE"
 
 
 def dict_version(d: Any) -> int:

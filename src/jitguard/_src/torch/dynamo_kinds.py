@@ -304,7 +304,8 @@ class AutogradSavedTensorsHooks(_Ambient):
         read = f"{ctx.const(adapter.saved_tensors_hooks_ids, 'saved_tensors_hooks_ids')}()"
         if params is None:
             # No hooks at all is the common case: one C call decides it.
-            top = f"{ctx.const(adapter.top_saved_tensors_hooks_reader(), 'top_saved_tensors_hooks')}()"
+            fn, arg = adapter.top_saved_tensors_hooks_read()
+            top = f"{ctx.const(fn, 'top_saved_tensors_hooks')}({arg!r})"
             return f"({top} is None or {read} is None)"
         return f"{read} == {ctx.const(params, 'hooks')}"
 
@@ -326,7 +327,8 @@ class DefaultDevice(_Ambient):
         return adapter.current_default_device()
 
     def emit(self, var: Any, params: Any, ctx: EmitContext) -> str:
-        read = f"{ctx.const(adapter.default_device_reader(), 'current_device')}()"
+        module, name = adapter.default_device_home()
+        read = f"{ctx.const(module, 'utils_device')}.{name}"
         if params is None:
             return f"{read} is None"
         return f"{read} == {ctx.const(params, 'device')}"

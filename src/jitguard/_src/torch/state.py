@@ -215,6 +215,10 @@ def _snapshot_pinning(pin_cpu: bool, pin_cuda: bool) -> Callable[[], Callable[[]
             def torch_state_unchanged_dtypes_free() -> Any:
                 return check() and not _len_stack() and _is_inference() is inference
 
+            # the same three reads, for generated checks to make in line
+            torch_state_unchanged_dtypes_free.terms = (  # type: ignore[attr-defined]
+                (check, True), (_len_stack, 0), (_is_inference, inference),
+            )
             return torch_state_unchanged_dtypes_free
         if not _len_stack():
 
@@ -227,6 +231,13 @@ def _snapshot_pinning(pin_cpu: bool, pin_cuda: bool) -> Callable[[], Callable[[]
                     and (cuda_free or _autocast_dtype("cuda") is cuda)
                 )
 
+            # the same reads, for generated checks to make in line (a dtype is one object
+            # per kind: ``==`` is ``is`` on them)
+            torch_state_unchanged.terms = (  # type: ignore[attr-defined]
+                (check, True), (_len_stack, 0), (_is_inference, inference),
+                *([] if cpu_free else [(functools.partial(_autocast_dtype, "cpu"), cpu)]),
+                *([] if cuda_free else [(functools.partial(_autocast_dtype, "cuda"), cuda)]),
+            )
             return torch_state_unchanged
         modes, device = torch_function_mode_types(), default_device()
 
