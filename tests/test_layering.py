@@ -284,8 +284,8 @@ def test_checker_rejects_unknown_module() -> None:
 TORCH_FRONTEND = {"api", "compile", "compiled", "convert", "convert_context", "convert_kinds",
                   "convert_shape", "convert_sources", "convert_tensors", "dynamo_cache",
                   "dynamo_scope"}
-TORCH_ADAPTERS = {"adapter", "adapter_autocast", "adapter_fast", "adapter_runtime", "adapter_sources",
-                  "adapter_stored"}
+TORCH_ADAPTERS = {"adapter", "adapter_autocast", "adapter_fast", "adapter_graphs",
+                  "adapter_runtime", "adapter_sources", "adapter_stored"}
 # Integration modules that still import a private torch module themselves (C++ checkers and
 # fake-tensor hooks written before the adapter existed); no other module may.
 TORCH_PRIVATE_ALLOWED = {"aliasing", "batched", "fake", "logging_bridge", "state"}

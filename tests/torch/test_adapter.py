@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from _helpers import counting_mode  # noqa: E402
-from jitguard._src.torch import adapter, adapter_runtime, adapter_stored  # noqa: E402
+from jitguard._src.torch import adapter, adapter_graphs, adapter_runtime, adapter_stored  # noqa: E402
 
 SCALE = 2.0
 
@@ -215,7 +215,7 @@ def test_stored_aot_eager_graphs_leave_out_node_metadata(monkeypatch: pytest.Mon
         # two graphs of their own: torch's AOTAutograd cache, on a hit, would give back the
         # entry some earlier compile of the same graph serialized
         if not lean:
-            monkeypatch.setattr(adapter_stored, "_LEAN_META", ())
+            monkeypatch.setattr(adapter_graphs, "_LEAN_META", ())
         cap = adapter.capture(lean_f if lean else fat_f, (torch.randn(3), 2), {},
                               adapter.resolve_backend("aot_eager"),
                               lambda es: [False] * len(es), saving=True)
@@ -246,6 +246,117 @@ def test_stored_aot_eager_graphs_leave_out_node_metadata(monkeypatch: pytest.Mon
         out.prepare_for_serialization()
     assert out._serialized_gm is not None and b"kept" not in out._serialized_gm
     assert all(n.meta["val"] == "kept" for n in gm.graph.nodes)
+
+def _aot_stored(fn: Any, *args: Any) -> tuple[Any, tuple[Any, bytes]]:
+    """A capture of ``fn`` with aot_eager, compiled to be stored, and its stored form."""
+    import pickle
+
+    cap = adapter.capture(fn, args, {}, adapter.resolve_backend("aot_eager"),
+                          lambda es: [False] * len(es), saving=True)
+    assert cap.saved is not None
+    return cap, pickle.loads(pickle.dumps(adapter_stored.dump_compiled(cap.saved.compiled)))
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, calls: list[str]) -> None:
+    real = getattr(owner, name)
+
+    def counted(*a: Any, **k: Any) -> Any:
+        calls.append(name)
+        return real(*a, **k)
+
+    monkeypatch.setattr(owner, name, staticmethod(counted) if name == "loads" else counted)
+
+
+def test_a_stored_aot_eager_graph_keeps_its_forward_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An aot_eager graph is stored with its (boxed) forward's code ([Note: Stored forward
+    code]): loading it unpickles no graph and runs no ``recompile``, and its first call runs
+    without the aliasing check of its builtin ops ([Note: The first call's aliasing
+    check]); it computes what the capture computes, and the graph is there when asked."""
+    from torch._functorch._aot_autograd.runtime_wrappers import (
+        _AnalyzeCustomOpInputOutputMode,
+    )
+    from torch.fx._graph_pickler import GraphPickler
+
+    def g(x: Any, n: int) -> Any:
+        return (x.exp() * 1.75 - n).relu()
+
+    cap, stored = _aot_stored(g, torch.randn(5), 3)
+    calls: list[str] = []
+    _counting(monkeypatch, GraphPickler, "loads", calls)
+    _counting(monkeypatch, torch.fx.GraphModule, "recompile", calls)
+    _counting(monkeypatch, _AnalyzeCustomOpInputOutputMode, "__torch_dispatch__", calls)
+    loaded = adapter_stored.load_compiled(*stored)
+    x = torch.randn(5)
+    assert torch.equal(loaded(x)[0], (x.exp() * 1.75 - 3).relu())
+    assert calls == []
+    assert torch.equal(loaded(x)[0], cap.saved.compiled(x)[0])
+    calls.clear()
+    # an entry stored without its forward (as before this was kept) is loaded torch's way,
+    # and its first call is checked
+    monkeypatch.setattr(adapter_graphs, "_boxed_forward_form", lambda gm: None)
+    _, plain = _aot_stored(lambda x, n: (x.exp() * 1.5 - n).relu(), torch.randn(5), 3)
+    calls.clear()
+    reloaded = adapter_stored.load_compiled(*plain)
+    assert torch.equal(reloaded(x)[0], (x.exp() * 1.5 - 3).relu())
+    assert calls.count("loads") == 1 and calls.count("recompile") == 1
+    assert "__torch_dispatch__" in calls
+
+
+def test_a_stored_boxed_graph_is_unpickled_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``AOTEagerOutputCode`` serialized inside ``lean()`` carries its forward; after
+    ``post_compile`` its ``gm`` runs that forward (boxed: a list of inputs) and unpickles
+    the graph on the first read of anything else, once, with the same code."""
+    import pickle
+
+    from torch._dynamo.backends.debugging import AOTEagerOutputCode
+    from torch.fx._graph_pickler import GraphPickler
+    from torch.fx.graph import _BoxedCodeGen
+
+    gm = torch.fx.symbolic_trace(lambda a: torch.ops.aten.cos.default(a) * 2)
+    gm.graph.set_codegen(_BoxedCodeGen())
+    gm.recompile()
+    with adapter_graphs.lean():
+        out = AOTEagerOutputCode(gm=gm)
+        out.prepare_for_serialization()
+    loaded = pickle.loads(pickle.dumps(out))
+    calls: list[str] = []
+    _counting(monkeypatch, GraphPickler, "loads", calls)
+    loaded.post_compile()
+    x = torch.randn(4)
+    assert torch.equal(loaded([x]), x.cos() * 2)
+    assert calls == []
+    assert loaded.gm.graph is loaded.gm.graph and calls == ["loads"]
+    assert "cos" in loaded.gm.code and isinstance(loaded.gm.graph._codegen, _BoxedCodeGen)
+    # outside lean(), torch's own: no forward carried, post_compile unpickles the graph
+    plain = AOTEagerOutputCode(gm=gm)
+    plain.prepare_for_serialization()
+    plain = pickle.loads(pickle.dumps(plain))
+    plain.post_compile()
+    assert isinstance(plain.gm, torch.fx.GraphModule) and calls == ["loads", "loads"]
+
+
+def test_only_graphs_of_builtin_ops_skip_the_first_calls_check() -> None:
+    """A graph of aten ops (and getitem) has nothing for the first call's aliasing check to
+    check; a call_method node or a custom op's graph keeps it ([Note: The first call's
+    aliasing check])."""
+    import operator
+
+    graph = torch.fx.Graph()
+    a = graph.placeholder("a")
+    mx = graph.call_function(torch.ops.aten.max.dim, (a, 0))
+    graph.output((graph.call_function(operator.getitem, (mx, 0)),))
+    assert adapter_graphs._builtin_only(torch.fx.GraphModule(torch.nn.Module(), graph))
+    assert not adapter_graphs._builtin_only(torch.fx.symbolic_trace(lambda t: t.sin()))
+
+    @torch.library.custom_op("jitguard_test::twice", mutates_args=())
+    def twice(t: torch.Tensor) -> torch.Tensor:
+        return t * 2
+
+    graph = torch.fx.Graph()
+    a = graph.placeholder("a")
+    graph.output((graph.call_function(torch.ops.jitguard_test.twice.default, (a,)),))
+    assert not adapter_graphs._builtin_only(torch.fx.GraphModule(torch.nn.Module(), graph))
+
 
 def test_saving_refuses_an_unserializable_backend() -> None:
     """A backend returning a plain callable cannot be serialized: ``unsaved`` says so."""
@@ -288,7 +399,7 @@ def test_a_stored_eager_graph_keeps_its_forward_code(monkeypatch: pytest.MonkeyP
                           lambda es: [False] * len(es), saving=True)
     assert cap.saved is not None
     deserializer, data = pickle.loads(pickle.dumps(adapter_stored.dump_compiled(cap.saved.compiled)))
-    assert deserializer is adapter_stored._load_eager_graph
+    assert deserializer is adapter_graphs.load_eager_graph
 
     def no_recompile(self: Any) -> None:
         raise AssertionError("recompiled")
@@ -324,7 +435,7 @@ def test_a_stored_forward_that_reads_its_module_gets_the_graph_at_load() -> None
     graph.output((graph.call_module("sub", (x,)),))
     gm = torch.fx.GraphModule(root, graph)
     deserializer, data = adapter_stored.dump_compiled(GraphModuleSerializableCallable(gm))
-    assert deserializer is adapter_stored._load_eager_graph
+    assert deserializer is adapter_graphs.load_eager_graph
     loaded = adapter_stored.load_compiled(deserializer, data)
     assert isinstance(loaded, GraphModuleSerializableCallable)
     t = torch.randn(4)
@@ -342,7 +453,7 @@ def test_a_graph_global_with_no_name_keeps_torchs_load(monkeypatch: pytest.Monke
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     graph.output(graph.call_function(local_op, (x,)))
-    assert adapter_stored._forward_form(torch.fx.GraphModule(torch.nn.Module(), graph)) is None
+    assert adapter_graphs.forward_form(torch.fx.GraphModule(torch.nn.Module(), graph)) is None
 
     cap = adapter.capture(_f, (torch.randn(3), 2), {}, adapter.resolve_backend("eager"),
                           lambda es: [False] * len(es), saving=True)

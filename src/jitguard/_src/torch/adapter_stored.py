@@ -3,24 +3,24 @@ what a capture keeps to be serialized, torch's serialized forms of a compiled gr
 a code object, and the Dynamo bookkeeping a loaded entry needs (builtins dict, unique ids).
 tests/torch/test_adapter.py pins each internal used here.
 
-May import: torch (its private modules too), the standard library. Nothing from jitguard.
+May import: torch (its private modules too), the standard library,
+jitguard._src.torch.adapter_graphs (the stored forms of compiled graphs).
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
-import math
 import pickle
 import re
 import sys
-import threading
 import types
 from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
 import torch
+
+from . import adapter_graphs
 
 __all__ = [
     "SavedCapture",
@@ -51,62 +51,12 @@ _SAVING_CONFIG = {
     "force_autograd_cache": True,
 }
 
-# [Note: Lean stored graphs]
-# An "aot_eager" graph is serialized while its backend compiles (AOTAutograd's cache entry:
-# ``AOTEagerOutputCode.prepare_for_serialization``), with each node's metadata. Loading it
-# runs only the graph's code, which FX generates from the nodes' targets and arguments; yet
-# unpickling the metadata rebuilt a fake tensor per node ("val"), its "tensor_meta", and
-# the provenance strings: on a 36-layer Qwen3, 0.95 s of a 1.1 s warm first call, against
-# 0.29 s without them. So while a capture compiles to be stored (``saving``), those keys
-# are left out of what is pickled, and put back on the live graph right after (the
-# running process keeps them). What loading runs (the graph code, the boxed calling
-# convention, AOTAutograd's runtime wrappers and their own metadata) does not read them.
-_LEAN_META = ("val", "tensor_meta", "stack_trace", "original_aten", "from_node", "seq_nr")
-_lean: contextvars.ContextVar[bool] = contextvars.ContextVar("jitguard_lean_graphs",
-                                                            default=False)
-_lean_lock = threading.Lock()
-
-
-def _install_lean() -> None:
-    """Wrap ``AOTEagerOutputCode.prepare_for_serialization`` once: inside ``saving()`` it
-    pickles the graph without ``_LEAN_META``; elsewhere it is torch's, unchanged."""
-    from torch._dynamo.backends import debugging
-
-    cls = debugging.AOTEagerOutputCode
-    with _lean_lock:
-        torch_prepare = cls.prepare_for_serialization
-        if getattr(torch_prepare, "_jitguard_lean", False):
-            return
-
-        def prepare_for_serialization(self: Any) -> None:
-            gm = self.gm if _lean.get() else None
-            held = []
-            if gm is not None:
-                for node in gm.graph.nodes:
-                    for key in _LEAN_META:
-                        if key in node.meta:
-                            held.append((node, key, node.meta.pop(key)))
-            try:
-                torch_prepare(self)
-            finally:
-                for node, key, value in held:
-                    node.meta[key] = value
-
-        prepare_for_serialization._jitguard_lean = True  # type: ignore[attr-defined]
-        cls.prepare_for_serialization = prepare_for_serialization  # type: ignore[method-assign]
-
-
 @contextlib.contextmanager
 def saving() -> Iterator[None]:
     """While a capture's backend compiles to be stored: torch's saving config, and lean
     stored graphs ([Note: Lean stored graphs])."""
-    _install_lean()
-    token = _lean.set(True)
-    try:
-        with torch._functorch.config.patch(_SAVING_CONFIG):
-            yield
-    finally:
-        _lean.reset(token)
+    with adapter_graphs.lean(), torch._functorch.config.patch(_SAVING_CONFIG):
+        yield
 
 
 @dataclasses.dataclass
@@ -217,162 +167,11 @@ def dump_compiled(compiled: Any) -> tuple[Any, bytes]:
     cls = type(compiled)
     data = cls.serialize_compile_artifacts(compiled)
     if cls is GraphModuleSerializableCallable:
-        forward = _forward_form(compiled.graph_module)
+        forward = adapter_graphs.forward_form(compiled.graph_module)
         if forward is not None:
-            return _load_eager_graph, pickle.dumps((data, forward),
+            return adapter_graphs.load_eager_graph, pickle.dumps((data, forward),
                                                    protocol=pickle.HIGHEST_PROTOCOL)
     return cls.deserialize_compile_artifacts, data
-
-
-# [Note: Stored forward code]
-# Loading an eager graph, torch unpickles its nodes, then ``recompile()``s it: FX writes
-# the forward's Python source from the nodes again and compiles it (on a 36-layer Qwen3,
-# 82 ms of a warm first call's ~450 ms). The store keeps that code instead: when the entry
-# is saved, the source FX generates from the graph as it is pickled (``python_code``, what
-# ``recompile`` would generate from it after loading), compiled, marshalled (the store's
-# key holds the exact Python version), with the globals that source names: floats (inf,
-# nan), modules by name, and objects found again at their module and qualified name (each
-# checked to be that object when saved). Loading makes the forward from them as FX's
-# ``_exec_with_source`` does (the module code run in a dict of those globals). A forward
-# that reads nothing of its module (no ``self.`` in its source, no ``get_attr`` or
-# ``call_module`` node: Dynamo's graphs take their parameters as inputs) runs as it is, and
-# the graph is unpickled only when something reads more of the loaded object (its
-# ``graph_module``): unpickling Qwen3's 3,227 nodes was another ~120 ms of the first call.
-# Otherwise the forward is installed on the unpickled graph, whose other parts are
-# torch's. A global with no such name keeps the entry on torch's way (``recompile`` at
-# load), and so does one not found at load.
-_FLOAT_GLOBALS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
-_TYPE_HOMES = {type(None): "types:NoneType", type(Ellipsis): "types:EllipsisType",
-               type(NotImplemented): "types:NotImplementedType"}
-
-
-def _forward_form(gm: Any) -> Optional[tuple[bytes, str, dict[str, tuple[str, str]], bool]]:
-    """(marshalled module code, source, globals named, whether it reads nothing of its
-    module) of ``gm``'s forward as FX generates it from its graph; None when a global has no
-    name to be found again by."""
-    import marshal
-
-    code = gm.graph.python_code(root_module="self")
-    names: dict[str, tuple[str, str]] = {}
-    for name, value in code.globals.items():
-        if isinstance(value, float):
-            text = repr(value)
-            if text not in _FLOAT_GLOBALS:
-                return None
-            names[name] = ("float", text)
-        elif isinstance(value, types.ModuleType):
-            if sys.modules.get(value.__name__) is not value:
-                return None
-            names[name] = ("module", value.__name__)
-        elif isinstance(value, type) and value in _TYPE_HOMES:  # builtins' types that builtins does not name
-            names[name] = ("object", _TYPE_HOMES[value])
-        else:
-            module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-            if not isinstance(module, str) or not isinstance(qualname, str) \
-                    or _found(module, qualname) is not value:
-                return None
-            names[name] = ("object", f"{module}:{qualname}")
-    module_code = compile(code.src, _graph_filename(code.src), "exec")
-    # a forward that reads nothing of its module runs without the unpickled graph: no node
-    # reads it (get_attr, call_module), and neither does what the codegen adds around the
-    # nodes (a pytree codegen's ``self._in_spec``): FX writes every such read ``self.<name>``
-    selfless = "self." not in code.src and all(
-        n.op not in ("get_attr", "call_module") for n in gm.graph.nodes)
-    return marshal.dumps(module_code), code.src, names, selfless
-
-
-def _graph_filename(src: str) -> str:
-    import hashlib
-
-    return f"<jitguard stored graph {hashlib.sha256(src.encode()).hexdigest()[:12]}>"
-
-
-_MISSING: Any = object()
-
-
-def _found(module: str, qualname: str) -> Any:
-    current: Any = sys.modules.get(module, _MISSING)
-    for part in qualname.split("."):
-        if current is _MISSING or part == "<locals>":
-            return _MISSING
-        current = getattr(current, part, _MISSING)
-    return current
-
-
-def _load_eager_graph(bundle: bytes) -> Any:
-    """An eager graph ``dump_compiled`` stored with its forward's code: torch's
-    ``GraphModuleSerializableCallable.deserialize_compile_artifacts``, with the forward
-    made from that code instead of ``recompile()``; a forward that reads nothing of its
-    module runs before the graph is unpickled, which waits until something asks for it
-    ([Note: Stored forward code])."""
-    import builtins
-    import linecache
-    import marshal
-
-    data, (module_code, src, names, selfless) = pickle.loads(bundle)
-    scope: dict[str, Any] = {"__builtins__": builtins}
-    for name, (how, what) in names.items():
-        if how == "float":
-            scope[name] = _FLOAT_GLOBALS[what]
-        elif how == "module":
-            scope[name] = sys.modules.get(what, _MISSING)
-        else:
-            scope[name] = _found(*what.split(":", 1))
-        if scope[name] is _MISSING:
-            return _torch_eager_graph(data, None, "")  # torch's way: recompile
-    code = marshal.loads(module_code)
-    exec(code, scope)
-    linecache.cache[code.co_filename] = (len(src), None, src.splitlines(True),
-                                         code.co_filename)
-    forward = scope.pop("forward")
-    if selfless:
-        return _StoredEagerGraph(forward, data, src)
-    return _torch_eager_graph(data, forward, src)
-
-
-def _torch_eager_graph(data: bytes, forward: Any, src: str) -> Any:
-    """torch's loaded form of an eager graph; its forward ``forward`` (compiled from
-    ``src``) when given, else recompiled from the graph."""
-    from torch._dynamo.aot_compile_types import GraphModuleSerializableCallable
-    from torch._subclasses import FakeTensorMode
-    from torch.fx._graph_pickler import GraphPickler
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    state = pickle.loads(data)
-    gm = GraphPickler.loads(state["graph_module"], FakeTensorMode(shape_env=ShapeEnv()))
-    if not isinstance(gm, torch.fx.GraphModule):
-        raise TypeError(f"expected a torch.fx.GraphModule, got {type(gm).__name__}")
-    if forward is None:
-        gm.recompile()
-    else:
-        type(gm).forward = forward
-        gm._code = src
-    state["graph_module"] = gm
-    return GraphModuleSerializableCallable(**state)
-
-
-class _StoredEagerGraph:
-    """A loaded eager graph whose forward reads nothing of its module: calling it runs the
-    stored forward; any other attribute (``graph_module``, ...) is torch's loaded form's,
-    unpickled on the first such read."""
-
-    def __init__(self, forward: Any, data: bytes, src: str) -> None:
-        self._forward = forward
-        self._data = data
-        self._src = src
-        self._loaded: Any = None
-        self._lock = threading.Lock()
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._forward(None, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        with self._lock:
-            if self._loaded is None:
-                self._loaded = _torch_eager_graph(self._data, self._forward, self._src)
-        return getattr(self._loaded, name)
 
 
 def load_compiled(deserializer: Any, data: bytes) -> Any:
@@ -380,6 +179,7 @@ def load_compiled(deserializer: Any, data: bytes) -> Any:
     loads it)."""
     import torch._inductor.config as inductor_config
 
+    adapter_graphs.install()  # an aot_eager graph stored with its forward's code
     with inductor_config.patch(enable_autograd_for_aot=True):
         return deserializer(data)
 
