@@ -327,6 +327,12 @@ def test_a_stored_boxed_graph_is_unpickled_when_asked_for(monkeypatch: pytest.Mo
     assert calls == []
     assert loaded.gm.graph is loaded.gm.graph and calls == ["loads"]
     assert "cos" in loaded.gm.code and isinstance(loaded.gm.graph._codegen, _BoxedCodeGen)
+    # serialized again (outside lean()), it is what it was loaded from, forward and all
+    loaded.prepare_for_serialization()
+    assert loaded._serialized_gm == out._serialized_gm and loaded.gm is None
+    loaded = pickle.loads(pickle.dumps(loaded))
+    loaded.post_compile()
+    assert torch.equal(loaded([x]), x.cos() * 2) and calls == ["loads"]
     # outside lean(), torch's own: no forward carried, post_compile unpickles the graph
     plain = AOTEagerOutputCode(gm=gm)
     plain.prepare_for_serialization()

@@ -58,6 +58,11 @@ def _install() -> None:
         torch_post_compile = cls.post_compile
 
         def prepare_for_serialization(self: Any) -> None:
+            if isinstance(self.gm, _StoredBoxedGraph):
+                # a loaded graph serialized again: what it was loaded from, as it was
+                self.__dict__[_FORWARD_ATTR] = self.gm._kept
+                self._serialized_gm, self.gm = self.gm._data, None
+                return
             gm = self.gm if _lean.get() else None
             held = []
             form: Any = None
@@ -90,7 +95,7 @@ def _install() -> None:
                     made = None
                 if made is not None:
                     self.gm = _StoredBoxedGraph(made[0], made[1], self._serialized_gm,
-                                                builtin_only)
+                                                builtin_only, kept)
                     self._serialized_gm = None
                     return
             torch_post_compile(self, *args, **kwargs)
@@ -352,8 +357,10 @@ class _StoredBoxedGraph:
     graph's, unpickled (as ``post_compile`` would, without ``recompile``) on the first such
     read ([Note: Stored forward code])."""
 
-    def __init__(self, forward: Any, src: str, data: bytes, builtin_only: bool) -> None:
+    def __init__(self, forward: Any, src: str, data: bytes, builtin_only: bool,
+                 kept: tuple[Any, ...]) -> None:
         self._forward = forward
+        self._kept = kept  # what the output code carried, to be serialized again
         self._src = src
         self._data = data
         self._loaded: Any = None
