@@ -275,6 +275,23 @@ def test_global_state_calls_the_group_checker(knob_group: Knobs) -> None:
     assert knob_group.checks == before + 1  # the reference read the states, not the group
 
 
+def test_terms_checker_is_the_conjunction_of_its_terms() -> None:
+    """``terms_checker`` holds while every read gives its value (``is`` for None, True and
+    False, ``==`` otherwise: an equal int that is another object holds) and carries them."""
+    from jitguard._src.global_state import terms_checker
+
+    box: dict[str, Any] = {"flag": None, "n": 10 ** 20}
+    terms = [(lambda: box["flag"], None), (lambda: box["n"], 10 ** 20)]
+    check = terms_checker(terms)
+    assert check() is True and list(check.terms) == terms  # type: ignore[attr-defined]
+    box["n"] = int("1" + "0" * 20)
+    assert check() is True
+    box["flag"] = 0
+    assert check() is False
+    box["flag"], box["n"] = None, 5
+    assert check() is False
+
+
 def test_group_checker_terms_are_called_in_line() -> None:
     """A checker that carries ``terms`` ([Note: Global-state groups]) is not called: its
     reads are, in line, ``is`` for None/True/False and ``==`` otherwise; each changed read

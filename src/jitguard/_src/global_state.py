@@ -28,6 +28,8 @@ May import: errors, integrations.
 # else ``read() == expected``), in order, is exactly what calling the checker returns.
 # Generated checks then call the reads in line, with no Python frame of the checker's own
 # between them (the torch group's common case: three C calls, ~60 ns less a hit).
+# ``terms_checker(terms)`` makes such a checker from its terms alone, so the two cannot
+# say different things.
 #
 # [Note: Global states in play]
 # A state belongs to an owner (``owner="torch"`` for the torch integration's; None for one
@@ -46,7 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Optional
 
 from .errors import JitGuardError
@@ -59,7 +61,28 @@ __all__ = [
     "GlobalStateSnapshot",
     "global_states",
     "register_global_state",
+    "terms_checker",
 ]
+
+
+def terms_checker(terms: Sequence[tuple[Callable[[], Any], Any]]) -> Callable[[], bool]:
+    """A group checker that is the conjunction of ``terms`` and carries them
+    ([Note: Global-state groups]): each ``read() is expected`` for None, True and False,
+    else ``read() == expected``, in order."""
+    held = tuple(terms)
+
+    def unchanged() -> bool:
+        for read, expected in held:
+            got = read()
+            if expected is None or expected is True or expected is False:
+                if got is not expected:
+                    return False
+            elif not got == expected:
+                return False
+        return True
+
+    unchanged.terms = held  # type: ignore[attr-defined]
+    return unchanged
 
 
 @dataclasses.dataclass(frozen=True)

@@ -243,7 +243,7 @@ def load_eager_graph(bundle: bytes) -> Any:
         return _torch_eager_graph(data, None, "")  # torch's way: recompile
     forward, src = made
     if form[3]:
-        return _StoredEagerGraph(forward, data, src)
+        return _StoredEagerGraph(forward, src, data)
     return _torch_eager_graph(data, forward, src)
 
 
@@ -251,45 +251,65 @@ def _torch_eager_graph(data: bytes, forward: Any, src: str) -> Any:
     """torch's loaded form of an eager graph; its forward ``forward`` (compiled from
     ``src``) when given, else recompiled from the graph."""
     from torch._dynamo.aot_compile_types import GraphModuleSerializableCallable
+
+    state = pickle.loads(data)
+    state["graph_module"] = _unpickled_graph(state["graph_module"], forward, src)
+    return GraphModuleSerializableCallable(**state)
+
+
+def _unpickled_graph(pickled: bytes, forward: Any, src: str, codegen: Any = None) -> Any:
+    """The graph GraphPickler wrote, with FX's ``codegen`` when given, and its forward
+    ``forward`` (compiled from ``src``), or recompiled when that is None."""
     from torch._subclasses import FakeTensorMode
     from torch.fx._graph_pickler import GraphPickler
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    state = pickle.loads(data)
-    gm = GraphPickler.loads(state["graph_module"], FakeTensorMode(shape_env=ShapeEnv()))
+    gm: Any = GraphPickler.loads(pickled, FakeTensorMode(shape_env=ShapeEnv()))
     if not isinstance(gm, torch.fx.GraphModule):
         raise TypeError(f"expected a torch.fx.GraphModule, got {type(gm).__name__}")
+    if codegen is not None:
+        gm.graph.set_codegen(codegen)
     if forward is None:
         gm.recompile()
     else:
         type(gm).forward = forward
         gm._code = src
-    state["graph_module"] = gm
-    return GraphModuleSerializableCallable(**state)
+    return gm
 
 
-class _StoredEagerGraph:
-    """A loaded eager graph whose forward reads nothing of its module: calling it runs the
-    stored forward; any other attribute (``graph_module``, ...) is torch's loaded form's,
-    unpickled on the first such read."""
+class _LazyGraph:
+    """A loaded graph whose stored forward reads nothing of its module: it runs that
+    forward; any other attribute is read from the full loaded form (``_load()``), made on
+    the first such read, once."""
 
-    def __init__(self, forward: Any, data: bytes, src: str) -> None:
+    def __init__(self, forward: Any, src: str, data: bytes) -> None:
         self._forward = forward
-        self._data = data
         self._src = src
+        self._data = data
         self._loaded: Any = None
         self._lock = threading.Lock()
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._forward(None, *args, **kwargs)
+    def _load(self) -> Any:
+        raise NotImplementedError
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
         with self._lock:
             if self._loaded is None:
-                self._loaded = _torch_eager_graph(self._data, self._forward, self._src)
+                self._loaded = self._load()
         return getattr(self._loaded, name)
+
+
+class _StoredEagerGraph(_LazyGraph):
+    """A loaded eager graph: calling it runs the stored forward; any other attribute
+    (``graph_module``, ...) is torch's loaded form's."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._forward(None, *args, **kwargs)
+
+    def _load(self) -> Any:
+        return _torch_eager_graph(self._data, self._forward, self._src)
 
 
 def _boxed_forward_form(gm: Any) -> Optional[tuple[bytes, str, dict[str, tuple[str, str]], bool]]:
@@ -351,20 +371,15 @@ def _aliasing_check() -> Any:
     return _pop_mode_temporarily()
 
 
-class _StoredBoxedGraph:
-    """A loaded AOTAutograd graph (``AOTEagerOutputCode.gm``) whose forward reads nothing of
-    its module: ``forward(args)`` runs the stored forward; any other attribute is the
-    graph's, unpickled (as ``post_compile`` would, without ``recompile``) on the first such
-    read ([Note: Stored forward code])."""
+class _StoredBoxedGraph(_LazyGraph):
+    """A loaded AOTAutograd graph (``AOTEagerOutputCode.gm``): ``forward(args)`` runs the
+    stored forward; any other attribute is the graph's, unpickled as ``post_compile``
+    would, without ``recompile`` ([Note: Stored forward code])."""
 
     def __init__(self, forward: Any, src: str, data: bytes, builtin_only: bool,
                  kept: tuple[Any, ...]) -> None:
-        self._forward = forward
+        super().__init__(forward, src, data)
         self._kept = kept  # what the output code carried, to be serialized again
-        self._src = src
-        self._data = data
-        self._loaded: Any = None
-        self._lock = threading.Lock()
         self._first = builtin_only
 
     def forward(self, args: Any) -> Any:
@@ -379,21 +394,7 @@ class _StoredBoxedGraph:
     def __call__(self, args: Any) -> Any:
         return self.forward(args)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        with self._lock:
-            if self._loaded is None:
-                from torch._subclasses import FakeTensorMode
-                from torch.fx._graph_pickler import GraphPickler
-                from torch.fx.experimental.symbolic_shapes import ShapeEnv
-                from torch.fx.graph import _BoxedCodeGen
+    def _load(self) -> Any:
+        from torch.fx.graph import _BoxedCodeGen
 
-                gm: Any = GraphPickler.loads(self._data, FakeTensorMode(shape_env=ShapeEnv()))
-                gm.graph.set_codegen(_BoxedCodeGen())
-                type(gm).forward = self._forward
-                gm._code = self._src
-                self._loaded = gm
-        return getattr(self._loaded, name)
-
-
+        return _unpickled_graph(self._data, self._forward, self._src, _BoxedCodeGen())

@@ -74,7 +74,7 @@ from typing import Any, Optional
 
 import torch
 
-from ..global_state import global_states
+from ..global_state import global_states, terms_checker
 
 __all__ = [
     "DTYPE_STATES",
@@ -210,35 +210,14 @@ def _snapshot_pinning(pin_cpu: bool, pin_cuda: bool) -> Callable[[], Callable[[]
         cpu_free = _is_autocast("cpu") or not pin_cpu
         cuda_free = _is_autocast("cuda") or not pin_cuda
         inference = _is_inference()
-        if not _len_stack() and cpu_free and cuda_free:
-
-            def torch_state_unchanged_dtypes_free() -> Any:
-                return check() and not _len_stack() and _is_inference() is inference
-
-            # the same three reads, for generated checks to make in line
-            torch_state_unchanged_dtypes_free.terms = (  # type: ignore[attr-defined]
-                (check, True), (_len_stack, 0), (_is_inference, inference),
-            )
-            return torch_state_unchanged_dtypes_free
         if not _len_stack():
-
-            def torch_state_unchanged() -> Any:
-                return (
-                    check()
-                    and not _len_stack()
-                    and _is_inference() is inference
-                    and (cpu_free or _autocast_dtype("cpu") is cpu)
-                    and (cuda_free or _autocast_dtype("cuda") is cuda)
-                )
-
-            # the same reads, for generated checks to make in line (a dtype is one object
-            # per kind: ``==`` is ``is`` on them)
-            torch_state_unchanged.terms = (  # type: ignore[attr-defined]
+            # three C calls, and a dtype read where it is pinned (a dtype is one object per
+            # kind: ``==`` is ``is`` on them); generated checks make them in line
+            return terms_checker([
                 (check, True), (_len_stack, 0), (_is_inference, inference),
                 *([] if cpu_free else [(functools.partial(_autocast_dtype, "cpu"), cpu)]),
                 *([] if cuda_free else [(functools.partial(_autocast_dtype, "cuda"), cuda)]),
-            )
-            return torch_state_unchanged
+            ])
         modes, device = torch_function_mode_types(), default_device()
 
         def torch_state_and_modes_unchanged() -> Any:
