@@ -79,6 +79,19 @@ def test_rewritten_program_jumps_over_the_reads_it_replaced() -> None:
     with torch.no_grad():
         torch.testing.assert_close(c(x), m(x))
 
+def test_a_program_past_256_locals_is_rewritten_too() -> None:
+    """Past 256 locals, Dynamo's deletions of its temporaries after the graph call each
+    carry an EXTENDED_ARG: the program is still rewritten (a deep OPT kept its ~30 us of
+    reads before), and gives eager's output."""
+    m = _model(270)
+    c, x = _compiled(m)
+    fn = _program(_entry(c))
+    assert fn.__code__.co_nlocals > 256
+    assert _rewritten(fn)
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), m(x))
+
+
 def test_replaced_parameter_is_read_after_the_snapshot_is_taken_again() -> None:
     """A parameter replaced by another of the same shape: the full check holds, the pins
     are taken again, and the graph gets the new parameter."""

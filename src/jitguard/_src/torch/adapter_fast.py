@@ -293,9 +293,14 @@ def pregraph(code: types.CodeType, graph_name: str) -> Optional[Pregraph]:
     if (ins[j].arg != len(stack) or call == len(ins) or ins[call].opname != "CALL"
             or ins[call].arg != len(stack) or any(v[0] == "const" for v in stack)):
         return None
-    k = call + 1  # past the call; then the temporaries' deletions (``clear_tempvars``)
-    while k < len(ins) and ins[k].opname == "DELETE_FAST" and ins[k].argval in temps:
-        k += 1
+    k = call + 1  # past the call; then the temporaries' deletions (``clear_tempvars``),
+    while k < len(ins):  # each with its EXTENDED_ARG past the 256th local
+        d = k
+        while d < len(ins) and ins[d].opname == "EXTENDED_ARG":
+            d += 1
+        if d == len(ins) or ins[d].opname != "DELETE_FAST" or ins[d].argval not in temps:
+            break
+        k = d + 1
     begin = ins[starts[0] + 1].offset
     end = ins[k].offset if k < len(ins) else len(code.co_code)
     if any(x.argval in temps for x in ins[:starts[0] + 1] + ins[k:]
