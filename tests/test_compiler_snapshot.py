@@ -4,6 +4,7 @@ check run the full check (a miss when a guard fails)."""
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from typing import Any
@@ -280,6 +281,109 @@ def test_a_list_subclass_is_not_pinned() -> None:
     box.items = Items(f"v{i}" for i in range(N))  # type: ignore[attr-defined]
     b = LocalSource("b")
     guards = [GetItemSource(AttrSource(b, "items"), i).make_guard(GB.EQUALS_MATCH)
+              for i in range(N)] + [CodeSource(AttrSource(b, f"f{i}")).make_guard(GB.ID_MATCH)
+                                    for i in range(N)]
+    check = jg.compile_guards(guards, f_locals={"b": box}, arg_names=("b",))
+    assert snapshot.install(check, (box,))
+    assert len(check.structure_skip.covered) == N
+
+
+def _partials_check(box: Box) -> Any:
+    """A check on each of ``box.acts`` (exact ``functools.partial`` objects, as
+    transformers' ``GELUTanh`` holds one per layer): its func, its args' length and its
+    keywords' keys and value, with a front check installed."""
+    b = LocalSource("b")
+    guards = []
+    for i in range(N):
+        p = AttrSource(b, f"a{i}")
+        kw = AttrSource(p, "keywords")
+        guards += [AttrSource(p, "func").make_guard(GB.ID_MATCH),
+                   AttrSource(p, "args").make_guard(GB.SEQUENCE_LENGTH),
+                   kw.make_guard(GB.DICT_KEYS_MATCH),
+                   GetItemSource(kw, "approximate").make_guard(GB.EQUALS_MATCH)]
+    check = jg.compile_guards(guards, f_locals={"b": box}, arg_names=("b",))
+    assert snapshot.install(check, (box,))
+    return check
+
+
+def _with_partials(kind: Any = functools.partial) -> Box:
+    box = _box()
+    for i in range(N):
+        setattr(box, f"a{i}", kind(_other, approximate="tanh"))
+    return box
+
+
+def test_slot_values_are_what_the_types_own_descriptors_read() -> None:
+    """The extension's ``slot_values``: a function's code, defaults, keyword defaults,
+    closure, name and qualname; a cell's contents; an exact partial's func, args and
+    keywords (read at the offsets its member descriptors give); None for a subclass of
+    partial or a plain object."""
+    from jitguard._src import native
+
+    m = native.module
+    fn = _scaled(2.0)
+    assert m.slot_values(fn) == (fn.__code__, m.EMPTY_SLOT, m.EMPTY_SLOT, fn.__closure__,
+                                 fn.__name__, fn.__qualname__)
+    cell = fn.__closure__[0]  # type: ignore[index]
+    assert m.slot_values(cell) == (2.0,)
+    p = functools.partial(_other, 1, approximate="tanh")
+    got = m.slot_values(p)
+    assert got is not None and len(got) == 3
+    assert got[0] is p.func and got[1] is p.args and got[2] is p.keywords
+
+    class Partial(functools.partial):  # type: ignore[type-arg]
+        pass
+
+    assert m.slot_values(Partial(_other)) is None
+    assert m.slot_values(Box()) is None
+
+
+def test_a_partials_func_args_and_keywords_are_covered() -> None:
+    """An exact partial's func, args and keywords are pinned by the snapshot (its slots),
+    so every guard on them is skipped while it holds."""
+    box = _with_partials()
+    check = _partials_check(box)
+    assert len(check.structure_skip.covered) == len(check.leaves)
+    assert _snapshot_holds(check, box) and check.fn(box)
+
+
+PARTIAL_CHANGES: dict[str, Callable[[Any], None]] = {
+    "__setstate__ with another func": lambda p: p.__setstate__(
+        (_scaled(1.0), (), {"approximate": "tanh"}, None)),
+    "__setstate__ with more args": lambda p: p.__setstate__(
+        (p.func, (1,), dict(p.keywords), None)),
+    "__setstate__ with equal keywords": lambda p: p.__setstate__(
+        (p.func, p.args, {"approximate": "tanh"}, None)),
+    "a keyword stored": lambda p: p.keywords.__setitem__("approximate", "none"),
+    "a keyword added": lambda p: p.keywords.__setitem__("extra", 1),
+    "keywords cleared": lambda p: p.keywords.clear(),
+}
+
+
+@pytest.mark.parametrize("what", sorted(PARTIAL_CHANGES))
+def test_a_partial_change_fails_the_snapshot(what: str) -> None:
+    """Any change to a pinned partial (its fields through ``__setstate__``, or its
+    keywords dict) fails the snapshot; the full check decides (equal keywords in a new
+    dict still hold, and the snapshot is taken again)."""
+    box = _with_partials()
+    check = _partials_check(box)
+    PARTIAL_CHANGES[what](box.a3)  # type: ignore[attr-defined]
+    assert not _snapshot_holds(check, box)
+    holds = what == "__setstate__ with equal keywords"
+    assert bool(check.fn(box)) is holds
+    assert _snapshot_holds(check, box) is holds
+
+
+def test_a_partial_subclass_is_not_pinned() -> None:
+    """A subclass of partial may read its attributes another way: its reads stay in the
+    volatile check."""
+
+    class Partial(functools.partial):  # type: ignore[type-arg]
+        pass
+
+    box = _with_partials(Partial)
+    b = LocalSource("b")
+    guards = [AttrSource(AttrSource(b, f"a{i}"), "func").make_guard(GB.ID_MATCH)
               for i in range(N)] + [CodeSource(AttrSource(b, f"f{i}")).make_guard(GB.ID_MATCH)
                                     for i in range(N)]
     check = jg.compile_guards(guards, f_locals={"b": box}, arg_names=("b",))

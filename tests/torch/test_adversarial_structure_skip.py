@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import functools
 import random
 import sys
 from collections.abc import Callable
@@ -109,12 +110,14 @@ class Block(nn.Module):
         self.a = nn.Linear(width, width)
         self.b = nn.Linear(width, width)
         self.scale = 1.0
+        # an activation held as a partial, as transformers' GELUTanh holds one per layer
+        self.act = functools.partial(torch.nn.functional.gelu, approximate="tanh")
 
     def helper(self, x: Any) -> Any:
         return x + 0.0
 
     def forward(self, x: Any) -> Any:
-        out = self.helper(self.b(torch.relu(self.a(x)))) * self.scale * self.FACTOR
+        out = self.helper(self.b(self.act(self.a(x)))) * self.scale * self.FACTOR
         if hasattr(self, "bonus"):  # NOT_HASATTR through nn.Module.__getattr__
             out = out * self.bonus
         return out
@@ -342,6 +345,12 @@ MUTATIONS: dict[str, Callable[[Net], Any]] = {
     "maybe_mark_dynamic on a weight": lambda m: torch._dynamo.maybe_mark_dynamic(
         m.layers[0].a.weight, 0),
     "mark_static on a bias": lambda m: torch._dynamo.mark_static(m.layers[1].b.bias, 0),
+    "partial: a keyword stored": lambda m: m.layers[0].act.keywords.__setitem__(
+        "approximate", "none"),
+    "partial: __setstate__ with another func": lambda m: m.layers[1].act.__setstate__(
+        (torch.relu, (), {}, None)),
+    "partial: replaced": lambda m: setattr(m.layers[2], "act",
+                                           functools.partial(torch.nn.functional.gelu)),
     "dict subclass __setitem__": lambda m: m.table.__setitem__("w", 9.0),
     "dict subclass dict.__setitem__": lambda m: dict.__setitem__(m.table, "w", -1.0),
 }
@@ -380,7 +389,7 @@ def test_the_tree_gets_a_front_check(dispatch_mode: str) -> None:
 
 def test_function_slots_and_class_namespaces_are_covered(dispatch_mode: str) -> None:
     """The guards on a global function's code and default, a closure cell, a registry's
-    class namespace and ``not hasattr`` on the blocks are skipped while the snapshot holds (so the mutations above test
+    class namespace, each block's partial and ``not hasattr`` on the blocks are skipped while the snapshot holds (so the mutations above test
     the snapshot's function and class slots, not the volatile check)."""
     m, x, compiled = _fresh()
     _same(compiled, m, x)
@@ -394,6 +403,11 @@ def test_function_slots_and_class_namespaces_are_covered(dispatch_mode: str) -> 
                  "G['_shift'].__closure__[0].cell_contents",
                  "dict(type(G['ACTS']).__dict__)['_global_mapping']"):
         assert name in covered, (name, sorted(n for n in covered if "G[" in n))
+    volatile = {" ".join(s.name() for s in leaf.sources) for leaf in plan.volatile.leaves}
+    partial_reads = {n for n in covered if ".act." in n}
+    assert any(n.endswith(".act.func") for n in partial_reads), sorted(partial_reads)
+    assert any(n.endswith(".act.keywords['approximate']") for n in partial_reads)
+    assert not {n for n in volatile if ".act." in n}
 
 
 def test_the_large_guard_set_warning_counts_what_a_hit_runs(
@@ -488,7 +502,8 @@ def test_seeded_fuzz_of_module_mutations(dispatch_mode: str, restore_classes: An
                     what = rng.choice(safe)
                     try:
                         MUTATIONS[what](m)
-                    except (AttributeError, IndexError, KeyError, RuntimeError, ValueError):
+                    except (AttributeError, IndexError, KeyError, RuntimeError, TypeError,
+                            ValueError):
                         continue  # a mutation that does not apply to this model any more
                     seen[what] += 1
                 try:

@@ -24,7 +24,7 @@ from . import env
 __all__ = ["ABI", "ENV_VAR", "module", "why_not"]
 
 ENV_VAR = "JITGUARD_PURE_PYTHON"
-ABI = 14  # the extension's SPEEDUPS_ABI this package expects (_speedups/speedups.h)
+ABI = 15  # the extension's SPEEDUPS_ABI this package expects (_speedups/speedups.h)
 log = logging.getLogger("jitguard.dispatch")
 
 module: Any = None

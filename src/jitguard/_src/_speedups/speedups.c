@@ -423,6 +423,9 @@ PyInit_ext(void)
     if (tags_empty_slot == NULL) {
         return NULL;
     }
+    if (tags_learn_partial() < 0) {
+        return NULL;
+    }
 #endif
     str_C = PyUnicode_InternFromString("C");
     str_F = PyUnicode_InternFromString("F");

@@ -25,15 +25,67 @@ typedef struct {
 /* What an empty slot (NULL) reads as in ``slot_values``: no Python object is it. */
 static PyObject *tags_empty_slot;
 
+/* An exact functools.partial's func, args and keywords: the fields its type's own
+ * read-only member descriptors read, at the offsets those descriptors give. Learned once
+ * (``tags_learn_partial``); NULL where the type is not the immutable C type with those three
+ * object members, and then a partial has no slots. */
+static PyTypeObject *tags_partial_type;
+static Py_ssize_t tags_partial_offsets[3];
+
+static int
+tags_learn_partial(void)
+{
+    static const char *names[3] = {"func", "args", "keywords"};
+    PyObject *mod = PyImport_ImportModule("functools");
+    if (mod == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *tp = PyObject_GetAttrString(mod, "partial");
+    Py_DECREF(mod);
+    if (tp == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!PyType_Check(tp)
+        || !(((PyTypeObject *)tp)->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) {
+        Py_DECREF(tp);
+        return 0;
+    }
+    for (int i = 0; i < 3; i++) {
+        /* borrowed; the type's dict is never changed (an immutable type) */
+        PyObject *d = PyDict_GetItemString(((PyTypeObject *)tp)->tp_dict, names[i]);
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+            Py_DECREF(tp);
+            return 0;
+        }
+        PyMemberDef *def = ((PyMemberDescrObject *)d)->d_member;
+        if (def->type != T_OBJECT || !(def->flags & READONLY)) {
+            Py_DECREF(tp);
+            return 0;
+        }
+        tags_partial_offsets[i] = def->offset;
+    }
+    tags_partial_type = (PyTypeObject *)tp;  /* held for the life of the process */
+    return 0;
+}
+
 /* The slots whose values a node may pin, by the node's exact type (see the Note's
  * "function slots"): a function's code, defaults, keyword defaults, closure, name and
- * qualname; a cell's contents; a class's MRO, namespace dict, name and qualname (an exact
- * list's items are its slots too: ``tags_slots_match`` and ``slot_values``). Fills ``out`` (at most JG_MAX_SLOTS) and returns how many;
- * -1 for any other type. */
+ * qualname; a cell's contents; a functools.partial's func, args and keywords; a class's
+ * MRO, namespace dict, name and qualname (an exact list's items are its slots too:
+ * ``tags_slots_match`` and ``slot_values``). Fills ``out`` (at most JG_MAX_SLOTS) and
+ * returns how many; -1 for any other type. */
 #define JG_MAX_SLOTS 6
 static int
 tags_slots(PyObject *o, PyObject **out)
 {
+    if (tags_partial_type != NULL && Py_IS_TYPE(o, tags_partial_type)) {
+        for (int i = 0; i < 3; i++) {
+            out[i] = *(PyObject **)((char *)o + tags_partial_offsets[i]);
+        }
+        return 3;
+    }
     if (Py_IS_TYPE(o, &PyFunction_Type)) {
         PyFunctionObject *f = (PyFunctionObject *)o;
         out[0] = f->func_code;

@@ -30,7 +30,9 @@ the kinds it covers; check).
 #     ``attr``, and ``attr`` is in ``v``'s instance dict, or else is a class attribute
 #     that is no descriptor at all; and a slot of an exact function or cell
 #     (``f.__code__``, ``__defaults__``, ``__kwdefaults__``, ``__closure__``, ``__name__``,
-#     ``__qualname__``, ``cell.cell_contents``: *function slots*), read by the type's own
+#     ``__qualname__``, ``cell.cell_contents``: *function slots*) or of an exact
+#     ``functools.partial`` (``p.func``, ``p.args``, ``p.keywords``: its C type's
+#     read-only members, at the offsets their descriptors give), read by the type's own
 #     descriptor from a field of the object, which the snapshot pins by identity; and a
 #     class's ``__mro__`` (where no metaclass redefines it), name, qualname and namespace
 #     (``dict(C.__dict__)``, resolved as the class's real dict, pinned by its tag like
@@ -59,7 +61,7 @@ the kinds it covers; check).
 # The snapshot records, in an order where each object comes after the container that
 # holds it, every stable value: its address, its exact type and that type's version tag,
 # and, where a read or a leaf depends on it, its instance dict (address and tag) or, for a
-# dict, its own tag, and for a function or cell whose slot is read, every pinnable slot's
+# dict, its own tag, and for a function, cell or partial whose slot is read, every pinnable slot's
 # value (``slot_values``), compared by address and held strongly by the snapshot (so an
 # address it compares is never that of a freed object reused). ``TagSnapshot`` (C) compares them all; the front check is
 # ``snapshot(args) and volatile(*args)``, else the full check (after which, if it held, the
@@ -76,8 +78,10 @@ the kinds it covers; check).
 # (``m.__class__ = X`` fails the type test) and its type the same namespace along its MRO
 # (``setattr(type(m), ...)``, a base class changed, ``__bases__`` assigned: the type tag);
 # each pinned function or cell holds the same objects in its slots (``f.__code__ = c``,
-# ``f.__defaults__ = d``, ``cell.cell_contents = v`` store into the field; the types are
-# exact and immutable, so the field is what the read returns); each pinned exact list holds
+# ``f.__defaults__ = d``, ``cell.cell_contents = v`` store into the field, and so does
+# ``p.__setstate__(...)``, the one way to change a partial's; the types are exact and
+# immutable, so the field is what the read returns; a partial's keywords dict, an exact
+# dict, is a node with its own tag); each pinned exact list holds
 # the same items (its length and every item compared by address: any store, insertion or
 # deletion changes one of them, and the items are held, so no address is reused).
 # A root is the same object (its weak reference still leads to it, and the argument is

@@ -7,6 +7,7 @@ May import: native, guards, sources, more_sources, compiler.coverage.
 
 from __future__ import annotations
 
+import functools
 import types
 import weakref
 from typing import Any, Optional
@@ -43,6 +44,9 @@ _OBJECT_CLASS = object.__dict__["__class__"]
 # same ones.
 _FUNCTION_SLOTS = frozenset(("__code__", "__defaults__", "__kwdefaults__", "__closure__",
                              "__name__", "__qualname__"))
+# An exact functools.partial's attributes read from its slots (the same Note's partial
+# slots), where the extension pins them (``slot_values`` gives them).
+_PARTIAL_SLOTS = frozenset(("func", "args", "keywords"))
 
 
 class Recorder:
@@ -188,6 +192,10 @@ class Recorder:
         if (tp is types.FunctionType and member in _FUNCTION_SLOTS) or (
                 tp is types.CellType and member == "cell_contents"):
             return self._slot(base, member)
+        if tp is functools.partial and member in _PARTIAL_SLOTS:
+            if native.module.slot_values(base) is None:
+                return _UNSTABLE
+            return self._slot(base, member)
         if issubclass(tp, type):
             return self._class_attr(base, member)
         generic = coverage.generic_member(base, member, self)
@@ -276,8 +284,8 @@ class Recorder:
         return True
 
     def _slot(self, base: Any, member: str) -> Any:
-        """A function's or a cell's slot, read by its type's own descriptor (the type is
-        exact and immutable), with the object's slots pinned by identity."""
+        """A function's, a cell's or a partial's slot, read by its type's own descriptor
+        (the type is exact and immutable), with the object's slots pinned by identity."""
         if not self.node(base):
             return _UNSTABLE
         try:
