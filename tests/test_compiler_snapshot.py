@@ -391,6 +391,98 @@ def test_a_partial_subclass_is_not_pinned() -> None:
     assert len(check.structure_skip.covered) == N
 
 
+class Settings:
+    """A config whose flag is a property reading a private attribute (transformers'
+    ``output_attentions``), and one whose getter computes."""
+
+    def __init__(self) -> None:
+        self._flag = True
+
+    @property
+    def flag(self) -> Any:
+        return self._flag
+
+    @property
+    def computed(self) -> Any:
+        return self._flag and True
+
+
+def _property_check(box: Box, member: str = "flag") -> Any:
+    """``hasattr`` of ``member`` on each of ``box.s0...`` and its getter's code, with
+    guards on the functions' code (so the front check is installed)."""
+    b = LocalSource("b")
+    guards = []
+    for i in range(N):
+        guards.append(AttrSource(AttrSource(b, f"s{i}"), member).make_guard(GB.HASATTR))
+    prop = DictGetItemSource(TypeDictSource(TypeSource(AttrSource(b, "s0"))), member)
+    guards.append(CodeSource(AttrSource(prop, "fget")).make_guard(GB.ID_MATCH))
+    guards += [CodeSource(AttrSource(b, f"f{i}")).make_guard(GB.ID_MATCH) for i in range(N)]
+    check = jg.compile_guards(guards, f_locals={"b": box}, arg_names=("b",))
+    assert snapshot.install(check, (box,))
+    return check
+
+
+def _with_settings() -> Box:
+    box = _box()
+    for i in range(N):
+        setattr(box, f"s{i}", Settings())
+    return box
+
+
+def test_hasattr_through_a_property_that_reads_an_attribute_is_covered() -> None:
+    """``hasattr(s, 'flag')`` where ``flag`` is a property whose getter is
+    ``return self._flag`` is covered, and so is the getter's code (a property's fget is
+    one of its slots); a getter that computes stays volatile."""
+    box = _with_settings()
+    check = _property_check(box)
+    assert len(check.structure_skip.covered) == len(check.leaves)
+    assert _snapshot_holds(check, box) and check.fn(box)
+    computed = _property_check(box, "computed")
+    assert len(computed.structure_skip.volatile.leaves) == N
+
+
+def _reinit_property(box: Box) -> None:
+    def other(self: Any) -> Any:
+        raise AttributeError("flag")
+
+    Settings.__dict__["flag"].__init__(other)
+
+
+def _set_getter_code(box: Box) -> None:
+    def other(self: Any) -> Any:
+        return self._missing
+
+    Settings.__dict__["flag"].fget.__code__ = other.__code__
+
+
+PROPERTY_CHANGES: dict[str, Callable[[Box], None]] = {
+    "the read attribute deleted": lambda box: delattr(box.s4, "_flag"),  # type: ignore[attr-defined]
+    "property.__init__ called again": _reinit_property,
+    "the getter's __code__ replaced": _set_getter_code,
+    "the property replaced on the class": lambda box: setattr(
+        Settings, "flag", property(lambda self: self._missing)),
+}
+
+
+@pytest.mark.parametrize("what", sorted(PROPERTY_CHANGES))
+def test_a_property_change_fails_the_snapshot(what: str) -> None:
+    """Each change that makes ``hasattr`` False (or the getter another) fails the snapshot,
+    and the full check says False."""
+    saved = Settings.__dict__["flag"]
+    getter = saved.fget
+    code = getter.__code__
+    box = _with_settings()
+    check = _property_check(box)
+    try:
+        PROPERTY_CHANGES[what](box)
+        assert not _snapshot_holds(check, box)
+        assert not check.fn(box)
+    finally:
+        getter.__code__ = code
+        saved.__init__(getter)
+        Settings.flag = saved  # type: ignore[method-assign]
+
+
 def test_pins_callbacks_run_when_retaken_and_when_off() -> None:
     """``install(then=...)`` gets the Pins; ``on_rearm`` callbacks run with the call's
     arguments each time the snapshot is taken again, ``on_disarm`` once it is off."""

@@ -36,6 +36,12 @@ class Cfg:
     def __init__(self) -> None:
         self.k = 2.0
         self.tag = 1.0
+        self._flag = True
+
+    @property
+    def flag(self) -> Any:
+        """A property that reads an attribute (transformers' ``output_attentions``)."""
+        return self._flag
 
 
 class Table(dict):  # type: ignore[type-arg]
@@ -135,6 +141,8 @@ class Net(nn.Module):
             x = layer(x)
         if hasattr(self.cfg, "tag"):  # HASATTR, decided by the instance dict
             x = x + 1.0
+        if hasattr(self.cfg, "flag"):  # HASATTR, through a property that reads _flag
+            x = x * 1.5
         if hasattr(self.cfg, "bonus"):  # NOT_HASATTR, decided by the dicts (no __getattr__)
             x = x - 1.0
         # a global function's code and default, a closure cell, a class-level registry
@@ -338,6 +346,9 @@ MUTATIONS: dict[str, Callable[[Net], Any]] = {
     "load_state_dict(assign=True)": _assign_state,
     "parametrize": _parametrize,
     "hasattr: attribute deleted": lambda m: delattr(m.cfg, "tag"),
+    "hasattr: a property's read attribute deleted": lambda m: delattr(m.cfg, "_flag"),
+    "hasattr: property replaced on the class": lambda m: setattr(
+        Cfg, "flag", property(lambda self: self._missing)),
     "not hasattr: instance attribute added": lambda m: setattr(m.cfg, "bonus", 1.0),
     "not hasattr: class attribute added": lambda m: setattr(Cfg, "bonus", 1.0),
     "not hasattr: __getattr__ added": lambda m: setattr(Cfg, "__getattr__",
@@ -408,6 +419,10 @@ def test_function_slots_and_class_namespaces_are_covered(dispatch_mode: str) -> 
     assert any(n.endswith(".act.func") for n in partial_reads), sorted(partial_reads)
     assert any(n.endswith(".act.keywords['approximate']") for n in partial_reads)
     assert not {n for n in volatile if ".act." in n}
+    # hasattr through a property that reads an attribute: covered
+    flag = [i for i, leaf in enumerate(entry.check.leaves)
+            if leaf.kind.name == "HASATTR" and leaf.params == "flag"]
+    assert flag and set(flag) <= set(plan.covered)
 
 
 def test_the_large_guard_set_warning_counts_what_a_hit_runs(
@@ -488,6 +503,7 @@ def test_seeded_fuzz_of_module_mutations(dispatch_mode: str, restore_classes: An
         "to(float64)", "half()", "global module hook", "class attribute", "method replaced",
         "base class attribute", "setattr(type(m), ...)", "property replaces an attribute",
         "not hasattr: class attribute added", "not hasattr: __getattr__ added",
+        "hasattr: property replaced on the class",
         "module hasattr: __getattr__ replaced")]
     calls = mismatches = 0
     seen: collections.Counter[str] = collections.Counter()

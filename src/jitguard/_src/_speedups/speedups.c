@@ -423,7 +423,7 @@ PyInit_ext(void)
     if (tags_empty_slot == NULL) {
         return NULL;
     }
-    if (tags_learn_partial() < 0) {
+    if (tags_learn_members() < 0) {
         return NULL;
     }
 #endif

@@ -25,54 +25,70 @@ typedef struct {
 /* What an empty slot (NULL) reads as in ``slot_values``: no Python object is it. */
 static PyObject *tags_empty_slot;
 
-/* An exact functools.partial's func, args and keywords: the fields its type's own
- * read-only member descriptors read, at the offsets those descriptors give. Learned once
- * (``tags_learn_partial``); NULL where the type is not the immutable C type with those three
- * object members, and then a partial has no slots. */
-static PyTypeObject *tags_partial_type;
-static Py_ssize_t tags_partial_offsets[3];
+/* Objects whose slots are C fields read by their type's own read-only member descriptors:
+ * an exact functools.partial's func, args and keywords, an exact property's fget, fset and
+ * fdel. Each type is learned once (``tags_learn_members``), with the offsets its member
+ * descriptors give; a type that is not immutable, or lacks one of those object members,
+ * is left out, and then its objects have no slots. */
+#define JG_MEMBER_TYPES 2
+typedef struct {
+    PyTypeObject *type;     /* NULL where not learned; else held for the process's life */
+    Py_ssize_t offsets[3];
+} TagMemberType;
+static TagMemberType tags_member_types[JG_MEMBER_TYPES];
 
-static int
-tags_learn_partial(void)
+static void
+tags_learn_type(TagMemberType *out, PyObject *tp, const char *const names[3])
 {
-    static const char *names[3] = {"func", "args", "keywords"};
-    PyObject *mod = PyImport_ImportModule("functools");
-    if (mod == NULL) {
-        PyErr_Clear();
-        return 0;
+    if (!PyType_Check(tp) || !(((PyTypeObject *)tp)->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) {
+        return;
     }
-    PyObject *tp = PyObject_GetAttrString(mod, "partial");
-    Py_DECREF(mod);
-    if (tp == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (!PyType_Check(tp)
-        || !(((PyTypeObject *)tp)->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) {
-        Py_DECREF(tp);
-        return 0;
-    }
+    Py_ssize_t offsets[3];
     for (int i = 0; i < 3; i++) {
         /* borrowed; the type's dict is never changed (an immutable type) */
         PyObject *d = PyDict_GetItemString(((PyTypeObject *)tp)->tp_dict, names[i]);
         if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-            Py_DECREF(tp);
-            return 0;
+            return;
         }
         PyMemberDef *def = ((PyMemberDescrObject *)d)->d_member;
         if (def->type != T_OBJECT || !(def->flags & READONLY)) {
-            Py_DECREF(tp);
-            return 0;
+            return;
         }
-        tags_partial_offsets[i] = def->offset;
+        offsets[i] = def->offset;
     }
-    tags_partial_type = (PyTypeObject *)tp;  /* held for the life of the process */
+    Py_INCREF(tp);
+    out->type = (PyTypeObject *)tp;
+    memcpy(out->offsets, offsets, sizeof(offsets));
+}
+
+static int
+tags_learn_members(void)
+{
+    static const char *const partial_names[3] = {"func", "args", "keywords"};
+    static const char *const property_names[3] = {"fget", "fset", "fdel"};
+    PyObject *mod = PyImport_ImportModule("functools");
+    if (mod == NULL) {
+        PyErr_Clear();
+    }
+    else {
+        PyObject *tp = PyObject_GetAttrString(mod, "partial");
+        Py_DECREF(mod);
+        if (tp == NULL) {
+            PyErr_Clear();
+        }
+        else {
+            tags_learn_type(&tags_member_types[0], tp, partial_names);
+            Py_DECREF(tp);
+        }
+    }
+    tags_learn_type(&tags_member_types[1], (PyObject *)&PyProperty_Type, property_names);
     return 0;
 }
 
 /* The slots whose values a node may pin, by the node's exact type (see the Note's
  * "function slots"): a function's code, defaults, keyword defaults, closure, name and
- * qualname; a cell's contents; a functools.partial's func, args and keywords; a class's
+ * qualname; a cell's contents; a functools.partial's func, args and keywords; a
+ * property's fget, fset and fdel; a class's
  * MRO, namespace dict, name and qualname (an exact list's items are its slots too:
  * ``tags_slots_match`` and ``slot_values``). Fills ``out`` (at most JG_MAX_SLOTS) and
  * returns how many; -1 for any other type. */
@@ -80,11 +96,14 @@ tags_learn_partial(void)
 static int
 tags_slots(PyObject *o, PyObject **out)
 {
-    if (tags_partial_type != NULL && Py_IS_TYPE(o, tags_partial_type)) {
-        for (int i = 0; i < 3; i++) {
-            out[i] = *(PyObject **)((char *)o + tags_partial_offsets[i]);
+    for (int k = 0; k < JG_MEMBER_TYPES; k++) {
+        TagMemberType *mt = &tags_member_types[k];
+        if (mt->type != NULL && Py_IS_TYPE(o, mt->type)) {
+            for (int i = 0; i < 3; i++) {
+                out[i] = *(PyObject **)((char *)o + mt->offsets[i]);
+            }
+            return 3;
         }
-        return 3;
     }
     if (Py_IS_TYPE(o, &PyFunction_Type)) {
         PyFunctionObject *f = (PyFunctionObject *)o;

@@ -30,6 +30,7 @@ says True must be sure the verdict cannot change while every recorded tag holds.
 from __future__ import annotations
 
 import collections
+import dis
 import types
 from collections.abc import Callable
 from typing import Any, Optional
@@ -148,10 +149,12 @@ def _not_present(v: Any, params: Any, rec: Any) -> bool:
             and rec.instance_dict(v) is not None)
 
 
-def _has_attr(v: Any, member: Any, rec: Any) -> bool:
+def _has_attr(v: Any, member: Any, rec: Any, depth: int = 0) -> bool:
     """``hasattr(v, member)`` is True by dicts alone: ``member`` is in the instance dict
     and no class has a data descriptor of that name, or a class has it as a plain
-    (non-descriptor) attribute. (An attribute found never reaches ``__getattr__``.)"""
+    (non-descriptor) attribute, or as a property that reads an attribute of ``self`` that
+    is there so ([Note: A property that reads an attribute]). (An attribute found never
+    reaches ``__getattr__``.)"""
     tp = type(v)
     if type(member) is not str:
         return False
@@ -159,12 +162,55 @@ def _has_attr(v: Any, member: Any, rec: Any) -> bool:
     if member is None:
         return False
     found = mro_lookup(tp, member)
+    if type(found) is property and depth < _MAX_PROPERTY_DEPTH:
+        read = _property_read(found, rec)
+        return read is not None and _has_attr(v, read, rec, depth + 1)
     if found is not UNSTABLE and is_data_descriptor(found):
         return False
     d = rec.instance_dict(v)
     if d is not None and member in d:
         return True
     return found is not UNSTABLE and not hasattr(type(found), "__get__")
+
+
+# [Note: A property that reads an attribute]
+# ``hasattr(v, name)`` where ``name`` finds an exact ``property`` (a data descriptor, so it
+# wins over the instance dict) runs the property's ``fget``. Configs have many such
+# properties whose getter is ``return self._name`` (transformers' ``output_attentions``,
+# which every model's call asks ``hasattr`` of). Where ``fget`` is an exact function whose
+# code is exactly that (one positional parameter, no cells, not a generator or coroutine:
+# load it, read one attribute of it, return), the verdict is True while the
+# read is: ``hasattr(v, '_name')`` by the same rules. What that rests on is pinned: the
+# property, found along the MRO (the type's tag), and its ``fget`` (``property.__init__``
+# may be called again on it, so its fields are slots: ``rec.pin_slots``); the function's
+# code (a function slot), so a replaced ``__code__`` fails the snapshot. The code reads no
+# global and calls nothing. Any other getter, or a property subclass, stays volatile.
+_MAX_PROPERTY_DEPTH = 2
+# CO_VARARGS, CO_VARKEYWORDS, CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE,
+# CO_ASYNC_GENERATOR: a getter with any of these is not a plain read (``__future__`` flags
+# and the optimizer's are fine)
+_CALL_CHANGING_FLAGS = 0x04 | 0x08 | 0x20 | 0x80 | 0x100 | 0x200
+
+
+def _property_read(prop: Any, rec: Any) -> Optional[str]:
+    """The attribute name ``prop``'s getter returns of ``self`` (``return self.name``), with
+    the property and the getter pinned in ``rec``; None for any other getter."""
+    fget = prop.fget
+    if type(fget) is not types.FunctionType:
+        return None
+    code = fget.__code__
+    if (code.co_argcount != 1 or code.co_kwonlyargcount or code.co_posonlyargcount
+            or code.co_freevars or code.co_cellvars or code.co_flags & _CALL_CHANGING_FLAGS):
+        return None
+    ins = [(i.opname, i.argval) for i in dis.get_instructions(code)
+           if i.opname not in ("RESUME", "NOP")]
+    if (len(ins) != 3 or ins[0] != ("LOAD_FAST", code.co_varnames[0])
+            or ins[1][0] != "LOAD_ATTR" or ins[2][0] != "RETURN_VALUE"
+            or type(ins[1][1]) is not str):
+        return None
+    if not (rec.pin_slots(prop) and rec.pin_slots(fget)):
+        return None
+    return str(ins[1][1])
 
 
 def _lacks_attr(v: Any, member: Any, rec: Any) -> bool:

@@ -31,8 +31,9 @@ the kinds it covers; check).
 #     that is no descriptor at all; and a slot of an exact function or cell
 #     (``f.__code__``, ``__defaults__``, ``__kwdefaults__``, ``__closure__``, ``__name__``,
 #     ``__qualname__``, ``cell.cell_contents``: *function slots*) or of an exact
-#     ``functools.partial`` (``p.func``, ``p.args``, ``p.keywords``: its C type's
-#     read-only members, at the offsets their descriptors give), read by the type's own
+#     ``functools.partial`` (``p.func``, ``p.args``, ``p.keywords``) or ``property``
+#     (``fget``, ``fset``, ``fdel``): *member slots*, their C types' read-only members, at
+#     the offsets their descriptors give), read by the type's own
 #     descriptor from a field of the object, which the snapshot pins by identity; and a
 #     class's ``__mro__`` (where no metaclass redefines it), name, qualname and namespace
 #     (``dict(C.__dict__)``, resolved as the class's real dict, pinned by its tag like
@@ -50,7 +51,9 @@ the kinds it covers; check).
 #     type's ``__dict__`` is the standard one, CLASS_ATTRS_MATCH (a function of the type
 #     and its MRO's namespaces: the type's tag), HASATTR and NOT_HASATTR where the
 #     lookup is decided by dicts alone (object's ``__getattribute__``, found in the
-#     instance dict or as a plain class attribute; absent from both with no
+#     instance dict or as a plain class attribute, or found as a property whose pinned
+#     getter is ``return self.name`` with ``name`` found so ([Note: A property that reads
+#     an attribute] in compiler/coverage.py); absent from both with no
 #     ``__getattr__``, or with torch's ``nn.Module.__getattr__``: [Note: hasattr on a
 #     module]), and a kind of another layer that registers its rule with
 #     ``coverage.cover`` (the tensor's DIMENSION_DYNAMIC_MARKING: no marking attribute in
@@ -61,7 +64,7 @@ the kinds it covers; check).
 # The snapshot records, in an order where each object comes after the container that
 # holds it, every stable value: its address, its exact type and that type's version tag,
 # and, where a read or a leaf depends on it, its instance dict (address and tag) or, for a
-# dict, its own tag, and for a function, cell or partial whose slot is read, every pinnable slot's
+# dict, its own tag, and for a function, cell, partial or property whose slot is read, every pinnable slot's
 # value (``slot_values``), compared by address and held strongly by the snapshot (so an
 # address it compares is never that of a freed object reused). ``TagSnapshot`` (C) compares them all; the front check is
 # ``snapshot(args) and volatile(*args)``, else the full check (after which, if it held, the
@@ -79,7 +82,8 @@ the kinds it covers; check).
 # (``setattr(type(m), ...)``, a base class changed, ``__bases__`` assigned: the type tag);
 # each pinned function or cell holds the same objects in its slots (``f.__code__ = c``,
 # ``f.__defaults__ = d``, ``cell.cell_contents = v`` store into the field, and so does
-# ``p.__setstate__(...)``, the one way to change a partial's; the types are exact and
+# ``p.__setstate__(...)`` and ``prop.__init__(...)``, the one way to change a partial's or
+# a property's; the types are exact and
 # immutable, so the field is what the read returns; a partial's keywords dict, an exact
 # dict, is a node with its own tag); each pinned exact list holds
 # the same items (its length and every item compared by address: any store, insertion or

@@ -44,9 +44,10 @@ _OBJECT_CLASS = object.__dict__["__class__"]
 # same ones.
 _FUNCTION_SLOTS = frozenset(("__code__", "__defaults__", "__kwdefaults__", "__closure__",
                              "__name__", "__qualname__"))
-# An exact functools.partial's attributes read from its slots (the same Note's partial
-# slots), where the extension pins them (``slot_values`` gives them).
-_PARTIAL_SLOTS = frozenset(("func", "args", "keywords"))
+# The attributes of an exact functools.partial or property read from its slots (the same
+# Note's member slots), where the extension pins them (``slot_values`` gives them).
+_MEMBER_SLOTS = {functools.partial: frozenset(("func", "args", "keywords")),
+                 property: frozenset(("fget", "fset", "fdel"))}
 
 
 class Recorder:
@@ -192,7 +193,7 @@ class Recorder:
         if (tp is types.FunctionType and member in _FUNCTION_SLOTS) or (
                 tp is types.CellType and member == "cell_contents"):
             return self._slot(base, member)
-        if tp is functools.partial and member in _PARTIAL_SLOTS:
+        if member in _MEMBER_SLOTS.get(tp, ()):
             if native.module.slot_values(base) is None:
                 return _UNSTABLE
             return self._slot(base, member)
@@ -284,8 +285,9 @@ class Recorder:
         return True
 
     def _slot(self, base: Any, member: str) -> Any:
-        """A function's, a cell's or a partial's slot, read by its type's own descriptor
-        (the type is exact and immutable), with the object's slots pinned by identity."""
+        """A function's, a cell's, a partial's or a property's slot, read by its type's own
+        descriptor (the type is exact and immutable), with the object's slots pinned by
+        identity."""
         if not self.node(base):
             return _UNSTABLE
         try:
