@@ -16,7 +16,9 @@ from typing import Any
 import torch
 
 # The real depth of the model each name stands for.
-DEPTHS = {"qwen3": 36, "llama": 32, "gpt2": 12, "bert": 12, "vit": 12}
+DEPTHS = {"qwen3": 36, "llama": 32, "gpt2": 12, "bert": 12, "vit": 12,
+          # Mistral-7B, Gemma2-2B, StarCoder2-3B, OPT-350m, Phi-2
+          "mistral": 32, "gemma2": 26, "starcoder2": 30, "opt": 24, "phi": 32}
 TOKENS = 8
 VOCAB = 512
 
@@ -77,8 +79,35 @@ def _vit(layers: int) -> tuple[torch.nn.Module, dict[str, Any]]:
     return transformers.ViTModel(cfg), {"pixel_values": torch.randn(1, 3, 32, 32, generator=g)}
 
 
+def _decoder(config: str, model: str, **extra: Any
+             ) -> Callable[[int], tuple[torch.nn.Module, dict[str, Any]]]:
+    """A builder of a decoder-only causal LM given its config and model class names."""
+
+    def make(layers: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+        import transformers
+
+        cfg = getattr(transformers, config)(
+            vocab_size=VOCAB, hidden_size=64, num_hidden_layers=layers, num_attention_heads=4,
+            use_cache=False, **extra)
+        return getattr(transformers, model)(cfg), {**_tokens(), "use_cache": False}
+
+    return make
+
+
 BUILDERS: dict[str, Callable[[int], tuple[torch.nn.Module, dict[str, Any]]]] = {
     "qwen3": _qwen3, "llama": _llama, "gpt2": _gpt2, "bert": _bert, "vit": _vit,
+    # other architectures (``bench_llm.py --models``): each layer's activation a partial
+    # (Gemma2, StarCoder2), biases on every projection (OPT, Phi, StarCoder2)
+    "mistral": _decoder("MistralConfig", "MistralForCausalLM", intermediate_size=128,
+                        num_key_value_heads=2, head_dim=16),
+    "gemma2": _decoder("Gemma2Config", "Gemma2ForCausalLM", intermediate_size=128,
+                       num_key_value_heads=2, head_dim=16),
+    "starcoder2": _decoder("Starcoder2Config", "Starcoder2ForCausalLM",
+                           intermediate_size=128, num_key_value_heads=2, bos_token_id=0,
+                           eos_token_id=0),
+    "opt": _decoder("OPTConfig", "OPTForCausalLM", ffn_dim=128, word_embed_proj_dim=64,
+                    max_position_embeddings=64, pad_token_id=1),
+    "phi": _decoder("PhiConfig", "PhiForCausalLM", intermediate_size=128),
 }
 
 

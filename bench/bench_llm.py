@@ -8,6 +8,7 @@ Run by hand (not a timed test):
     .venv/bin/python bench/bench_llm.py --quick          # short run (a few minutes: compiles dominate)
     .venv/bin/python bench/bench_llm.py --json           # last line: one JSON object
     .venv/bin/python bench/bench_llm.py --models gpt2 --layers 2   # a subset, at another depth
+    .venv/bin/python bench/bench_llm.py --models mistral,gemma2,starcoder2,opt,phi  # others
     .venv/bin/python bench/bench_llm.py --device cuda    # on a GPU (absolute times hold there)
 
 Variants, each a copy of the model (its own instance of its own subclass, so that torch
@@ -298,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     ap.add_argument("--models", default=",".join(MODELS),
-                    help=f"comma-separated, of {', '.join(MODELS)} (also bert, vit)")
+                    help=f"comma-separated, of {', '.join(MODELS)} (also bert, vit, mistral, "
+                         "gemma2, starcoder2, opt, phi: bench/_llm_models.py)")
     ap.add_argument("--layers", type=int, default=None, help="depth of every model (default: real)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
