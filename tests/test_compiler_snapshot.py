@@ -94,6 +94,14 @@ def _snapshot_holds(check: Any, box: Box) -> bool:
     return bool(check.fn.__globals__["___snap"][0]((box,)))
 
 
+def _full_check_decides(check: Any, box: Box, *, holds: bool) -> None:
+    """After a change, the snapshot fails; the full check says ``holds``, and the snapshot
+    holds again (taken anew) exactly when it did."""
+    assert not _snapshot_holds(check, box)
+    assert bool(check.fn(box)) is holds
+    assert _snapshot_holds(check, box) is holds
+
+
 def test_function_slots_cells_and_class_namespaces_are_covered() -> None:
     """Every guard of the check is skipped while the snapshot holds: the code, defaults,
     closure cell, class namespace, ``__class__``, class name and class attribute reads
@@ -265,10 +273,7 @@ def test_a_list_change_fails_the_snapshot(what: str) -> None:
     box.items = [f"v{i}" for i in range(N)]  # type: ignore[attr-defined]
     check = _list_check(box)
     LIST_CHANGES[what](box.items)  # type: ignore[attr-defined]
-    assert not _snapshot_holds(check, box)
-    holds = what == "equal item of another identity"
-    assert bool(check.fn(box)) is holds
-    assert _snapshot_holds(check, box) is holds
+    _full_check_decides(check, box, holds=what == "equal item of another identity")
 
 
 def test_a_list_subclass_is_not_pinned() -> None:
@@ -368,10 +373,7 @@ def test_a_partial_change_fails_the_snapshot(what: str) -> None:
     box = _with_partials()
     check = _partials_check(box)
     PARTIAL_CHANGES[what](box.a3)  # type: ignore[attr-defined]
-    assert not _snapshot_holds(check, box)
-    holds = what == "__setstate__ with equal keywords"
-    assert bool(check.fn(box)) is holds
-    assert _snapshot_holds(check, box) is holds
+    _full_check_decides(check, box, holds=what == "__setstate__ with equal keywords")
 
 
 def test_a_partial_subclass_is_not_pinned() -> None:
