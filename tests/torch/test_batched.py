@@ -63,6 +63,33 @@ def test_fallback_without_the_cpp_checker(monkeypatch: pytest.MonkeyPatch) -> No
     assert c(torch.randn(2), torch.randn(2)) and not c(torch.randn(2), torch.randn(3))
 
 
+def test_a_large_batchs_checker_is_built_in_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """[Note: A packed tensor checker]: a batch of at least PACKED_MIN tensors builds torch's
+    checker PACKING_PASSES times and its check calls the last one built (whose verdicts are
+    one build's); a smaller batch builds it once."""
+    built: list[Any] = []
+    real = batched._TensorGuards
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(real(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(batched, "_TensorGuards", counting)
+    n = batched.PACKED_MIN
+    names = [f"t{i}" for i in range(n)]
+    values = [torch.randn(i + 1) for i in range(n)]
+    first, *others = (LocalSource(name) for name in names)
+    guard = first.make_guard(functools.partial(jgt.TENSORS_MATCH, others=tuple(others)))
+    c = compile_guards([guard], f_locals=dict(zip(names, values, strict=True)), arg_names=names)
+    assert len(built) == batched.PACKING_PASSES > 1
+    assert c(*values) and not c(*values[:-1], torch.randn(n + 1))
+    used = [v.__self__ for v in c.fn.__globals__.values() if getattr(v, "__name__", "") == "check"]
+    assert len(used) == 1 and used[0] is built[-1]
+    built.clear()
+    batch_check(torch.randn(2), torch.randn(3))
+    assert len(built) == 1
+
+
 @pytest.mark.filterwarnings("ignore:Sparse invariant checks")
 def test_non_strided_tensors_are_refused() -> None:
     """A sparse tensor cannot be batched."""
