@@ -459,6 +459,13 @@ PyInit_ext(void)
         Py_DECREF(m);
         return NULL;
     }
+    PyObject *member_slots = tags_member_slots();
+    if (member_slots == NULL || PyModule_AddObjectRef(m, "MEMBER_SLOTS", member_slots) < 0) {
+        Py_XDECREF(member_slots);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_DECREF(member_slots);
 #endif
     return m;
 }

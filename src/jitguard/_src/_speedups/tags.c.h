@@ -33,6 +33,7 @@ static PyObject *tags_empty_slot;
 #define JG_MEMBER_TYPES 2
 typedef struct {
     PyTypeObject *type;     /* NULL where not learned; else held for the process's life */
+    const char *const *names;
     Py_ssize_t offsets[3];
 } TagMemberType;
 static TagMemberType tags_member_types[JG_MEMBER_TYPES];
@@ -58,7 +59,30 @@ tags_learn_type(TagMemberType *out, PyObject *tp, const char *const names[3])
     }
     Py_INCREF(tp);
     out->type = (PyTypeObject *)tp;
+    out->names = names;
     memcpy(out->offsets, offsets, sizeof(offsets));
+}
+
+/* MEMBER_SLOTS: {type: (name, name, name)} for each type learned, the attributes whose
+ * reads its slots are (the recorder reads its member slots from here: one list of them). */
+static PyObject *
+tags_member_slots(void)
+{
+    PyObject *out = PyDict_New();
+    for (int k = 0; out != NULL && k < JG_MEMBER_TYPES; k++) {
+        TagMemberType *mt = &tags_member_types[k];
+        if (mt->type == NULL) {
+            continue;
+        }
+        PyObject *names = Py_BuildValue("(sss)", mt->names[0], mt->names[1], mt->names[2]);
+        if (names == NULL || PyDict_SetItem(out, (PyObject *)mt->type, names) < 0) {
+            Py_XDECREF(names);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(names);
+    }
+    return out;
 }
 
 static int
@@ -96,15 +120,6 @@ tags_learn_members(void)
 static int
 tags_slots(PyObject *o, PyObject **out)
 {
-    for (int k = 0; k < JG_MEMBER_TYPES; k++) {
-        TagMemberType *mt = &tags_member_types[k];
-        if (mt->type != NULL && Py_IS_TYPE(o, mt->type)) {
-            for (int i = 0; i < 3; i++) {
-                out[i] = *(PyObject **)((char *)o + mt->offsets[i]);
-            }
-            return 3;
-        }
-    }
     if (Py_IS_TYPE(o, &PyFunction_Type)) {
         PyFunctionObject *f = (PyFunctionObject *)o;
         out[0] = f->func_code;
@@ -128,6 +143,16 @@ tags_slots(PyObject *o, PyObject **out)
         out[2] = heap ? ((PyHeapTypeObject *)o)->ht_name : NULL;
         out[3] = heap ? ((PyHeapTypeObject *)o)->ht_qualname : NULL;
         return 4;
+    }
+    /* last: the rarest kinds of slot nodes (the others above are most of a model's) */
+    for (int k = 0; k < JG_MEMBER_TYPES; k++) {
+        TagMemberType *mt = &tags_member_types[k];
+        if (mt->type != NULL && Py_IS_TYPE(o, mt->type)) {
+            for (int i = 0; i < 3; i++) {
+                out[i] = *(PyObject **)((char *)o + mt->offsets[i]);
+            }
+            return 3;
+        }
     }
     return -1;
 }

@@ -7,7 +7,6 @@ May import: native, guards, sources, more_sources, compiler.coverage.
 
 from __future__ import annotations
 
-import functools
 import types
 import weakref
 from typing import Any, Optional
@@ -44,10 +43,6 @@ _OBJECT_CLASS = object.__dict__["__class__"]
 # same ones.
 _FUNCTION_SLOTS = frozenset(("__code__", "__defaults__", "__kwdefaults__", "__closure__",
                              "__name__", "__qualname__"))
-# The attributes of an exact functools.partial or property read from its slots (the same
-# Note's member slots), where the extension pins them (``slot_values`` gives them).
-_MEMBER_SLOTS = {functools.partial: frozenset(("func", "args", "keywords")),
-                 property: frozenset(("fget", "fset", "fdel"))}
 
 
 class Recorder:
@@ -193,9 +188,9 @@ class Recorder:
         if (tp is types.FunctionType and member in _FUNCTION_SLOTS) or (
                 tp is types.CellType and member == "cell_contents"):
             return self._slot(base, member)
-        if member in _MEMBER_SLOTS.get(tp, ()):
-            if native.module.slot_values(base) is None:
-                return _UNSTABLE
+        if member in native.module.MEMBER_SLOTS.get(tp, ()):
+            # an exact functools.partial's or property's member slots, as the extension
+            # learned them (the same Note's member slots)
             return self._slot(base, member)
         if issubclass(tp, type):
             return self._class_attr(base, member)
