@@ -10,12 +10,17 @@ DOCS_STAMP := $(VENV)/.docs-installed
 venv: $(STAMP)
 
 # setup.py builds the optional C hot path in place (src/jitguard/_src/_speedups/ext*.so).
-# Its C sources: _speedups/speedups.c and the parts it includes.
-SPEEDUPS_SRC := $(wildcard src/jitguard/_src/_speedups/*.c src/jitguard/_src/_speedups/*.h)
+# Its C sources: _speedups/speedups.c and the parts it includes. pip's build is isolated
+# (no torch there), so the C++ tensor checker (_torchext/ext*.so, built against the torch
+# just installed) is built in place afterwards, by setup.py run in the venv.
+SPEEDUPS_SRC := $(wildcard src/jitguard/_src/_speedups/*.c src/jitguard/_src/_speedups/*.h \
+	src/jitguard/_src/_torchext/*.cpp)
 $(STAMP): pyproject.toml constraints.txt setup.py $(SPEEDUPS_SRC)
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet -c constraints.txt -e '.[dev,torch,models]'
+	$(VPY) -m pip install --quiet -c constraints.txt 'setuptools>=77'
+	$(VPY) setup.py --quiet build_ext --inplace
 	touch $(STAMP)
 
 test: $(STAMP) lint

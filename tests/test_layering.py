@@ -23,7 +23,7 @@ SRC_DIR = PKG_DIR / "_src"
 
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "_util", "stacks", "weak", "config", "integrations", "env", "logs",
-     "structured", "_speedups", "native"),
+     "structured", "_speedups", "_torchext", "native"),
     ("ids",),
     ("guard_source",),
     ("guards", "guard_exprs"),
@@ -589,7 +589,8 @@ def test_kind_name_check_sees_a_string() -> None:
 
 # An optional dependency may be missing (numpy, sympy, redis, the C extension); the package's
 # own modules never are: an ImportError of one is a bug to surface, not a mode to fall into.
-OPTIONAL_OWN = {"jitguard._src._speedups.ext"}  # built only where a C compiler is
+# built only where a C compiler is (and, for _torchext, torch at build time)
+OPTIONAL_OWN = {"jitguard._src._speedups.ext", "jitguard._src._torchext.ext"}
 _CATCHES_IMPORT = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 

@@ -4,7 +4,8 @@ May import: nothing (the modules below import each other, as [Note: Layering] sa
 
 # [Note: Layering]
 # Modules import one way, lowest first:
-#   errors, _util, stacks, weak, config, integrations, logs, structured, _speedups, native
+#   errors, _util, stacks, weak, config, integrations, logs, structured, _speedups,
+#   _torchext, native
 #   <-  ids
 #   <-  guard_source  <-  guards, guard_exprs  <-  root_sources  <-  sources, more_sources
 #   <-  global_state  <-  checkpoints  <-  contexts  <-  compiler  <-  dispatch  <-  store
@@ -25,6 +26,8 @@ May import: nothing (the modules below import each other, as [Note: Layering] sa
 # the LRU); ``cache`` above it is the miss path and its policy, and ``dispatch`` imports
 # nothing of it. ``_speedups`` holds the C sources of the optional extension
 # ``_speedups.ext`` (which imports nothing of jitguard; ``native`` loads it, for
-# ``dispatch.fast`` and ``compiler.bulk``).
+# ``dispatch.fast`` and ``compiler.bulk``); ``_torchext`` the C++ source of the optional
+# tensor checker ``_torchext.ext``, built against torch and loaded by
+# ``torch.native_checks``.
 # tests/test_layering.py enforces this.
 """
