@@ -1,5 +1,5 @@
-"""TENSORS_MATCH: many tensors checked by torch's C++ checker in one call, with
-TENSOR_MATCH's meaning (dispatch_keys="torch") and texts."""
+"""TENSORS_MATCH: many tensors checked in one call (jitguard's native checker, or torch's
+C++ checker), with TENSOR_MATCH's meaning (dispatch_keys="torch") and texts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import jitguard.torch as jgt  # noqa: E402
 from jitguard import LocalSource, compile_guards  # noqa: E402
-from jitguard._src.torch import batched  # noqa: E402
+from jitguard._src.torch import batched, native_checks  # noqa: E402
 
 NAMES = ["a", "b", "c"]
 
@@ -63,10 +63,8 @@ def test_fallback_without_the_cpp_checker(monkeypatch: pytest.MonkeyPatch) -> No
     assert c(torch.randn(2), torch.randn(2)) and not c(torch.randn(2), torch.randn(3))
 
 
-def test_a_large_batchs_checker_is_built_in_passes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """[Note: A packed tensor checker]: a batch of at least PACKED_MIN tensors builds torch's
-    checker PACKING_PASSES times and its check calls the last one built (whose verdicts are
-    one build's); a smaller batch builds it once."""
+def counting_builds(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The TensorGuards built from now on, in order."""
     built: list[Any] = []
     real = batched._TensorGuards
 
@@ -75,19 +73,46 @@ def test_a_large_batchs_checker_is_built_in_passes(monkeypatch: pytest.MonkeyPat
         return built[-1]
 
     monkeypatch.setattr(batched, "_TensorGuards", counting)
+    return built
+
+
+def large_batch() -> tuple[Any, list[Any]]:
     n = batched.PACKED_MIN
     names = [f"t{i}" for i in range(n)]
     values = [torch.randn(i + 1) for i in range(n)]
     first, *others = (LocalSource(name) for name in names)
     guard = first.make_guard(functools.partial(jgt.TENSORS_MATCH, others=tuple(others)))
     c = compile_guards([guard], f_locals=dict(zip(names, values, strict=True)), arg_names=names)
+    return c, values
+
+
+def test_a_large_batchs_checker_is_built_in_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """[Note: A packed tensor checker]: without the native checker, a batch of at least
+    PACKED_MIN tensors builds torch's checker PACKING_PASSES times and its check calls the
+    last one built (whose verdicts are one build's); a smaller batch builds it once."""
+    monkeypatch.setattr(native_checks, "module", None)
+    built = counting_builds(monkeypatch)
+    c, values = large_batch()
     assert len(built) == batched.PACKING_PASSES > 1
-    assert c(*values) and not c(*values[:-1], torch.randn(n + 1))
+    assert c(*values) and not c(*values[:-1], torch.randn(len(values) + 1))
     used = [v.__self__ for v in c.fn.__globals__.values() if getattr(v, "__name__", "") == "check"]
     assert len(used) == 1 and used[0] is built[-1]
     built.clear()
     batch_check(torch.randn(2), torch.randn(3))
     assert len(built) == 1
+
+
+@pytest.mark.skipif(not native_checks.enabled(), reason="the native tensor checker is off")
+def test_the_native_checker_falls_back_on_one_torch_checker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the native checker on, a large batch builds torch's checker once, as the native
+    one's fallback, and the check calls the native one."""
+    built = counting_builds(monkeypatch)
+    c, values = large_batch()
+    assert len(built) == 1
+    used = [v for v in c.fn.__globals__.values() if isinstance(v, native_checks.module.Checker)]
+    assert len(used) == 1 and used[0].fallback == built[0].check
+    assert c(*values) and not c(*values[:-1], torch.randn(len(values) + 1))
+    assert used[0].counts()[0] >= 2
 
 
 @pytest.mark.filterwarnings("ignore:Sparse invariant checks")

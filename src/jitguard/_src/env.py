@@ -74,7 +74,8 @@ VARIABLES: tuple[Variable, ...] = (
              "Dynamo's chains, instead of taking those its structure check pinned "
              "(CPython 3.11; read at import)"),
     Variable("JITGUARD_PURE_PYTHON", "a switch", "off",
-             "on: the dispatcher runs in pure Python, not the C hot path (read at import)"),
+             "on: the dispatcher runs in pure Python, not the C hot path, and tensor "
+             "guards on torch's own checker, not jitguard's C++ one (read at import)"),
     Variable("JITGUARD_REDIS_PREFIX", "text", "`jitguard`",
              "the prefix of the shared tier's Redis keys"),
     Variable("JITGUARD_REDIS_TIMEOUT", "seconds (`0.5`, `500ms`)", "0.5 s",

@@ -1,7 +1,7 @@
 """TENSORS_MATCH: TENSOR_MATCH on many tensors in one call of torch's C++ tensor checker.
 
 May import: jitguard._src.errors, jitguard._src.compiler.kinds,
-jitguard._src.torch.tensor_match, torch.
+jitguard._src.torch.tensor_match, jitguard._src.torch.native_checks, torch.
 
 # [Note: Batched tensor checks]
 # Reading a tensor's metadata from Python costs about 0.5 us (eight attribute reads and
@@ -10,12 +10,14 @@ jitguard._src.torch.tensor_match, torch.
 # nn.Module]). torch ships a C++ checker for exactly TENSOR_MATCH's meaning,
 # ``torch._C._dynamo.guards.TensorGuards`` (exact type, dispatch keys with the thread-local
 # sets folded in, dtype, device index, requires_grad, rank, sizes, strides): one call checks
-# a whole list for ~0.1 us a tensor. TENSORS_MATCH uses it: the generated check is one call,
+# a whole list for ~45 ns a tensor. TENSORS_MATCH uses it: the generated check is one call,
 # ``___tensor_guards.check(v1, ..., vn)``, made after the per-source guards (it is
 # relational), so when the sources are ID_MATCHed the objects are known tensors.
 # Its reference meaning is TENSOR_MATCH with ``dispatch_keys="torch"`` on each tensor (the
 # same semantics written in Python), and the failure text is that tensor's TENSOR_MATCH
-# text. The checker is built with the dynamic-dims keywords always given (without them the
+# text. Where jitguard's native checker is built, the call goes to it instead, with the
+# same verdicts at a sixth of the cost ([Note: A native tensor checker] in
+# native_checks). The checker is built with the dynamic-dims keywords always given (without them the
 # 2.13 binary crashes); if a torch build lacks it, the check falls back to the Python
 # meaning. Only strided tensors are batched.
 #
@@ -37,7 +39,9 @@ jitguard._src.torch.tensor_match, torch.
 # the last one's vectors come from fresher, contiguous memory (the earlier ones are
 # freed only after the last is built). 4 passes brought that hit to ~61 us. Each pass
 # checks the same tensors against the same specs: the kept checker is what one build
-# gives, at a few hundred us more of compile time for a few hundred tensors.
+# gives, at a few hundred us more of compile time for a few hundred tensors. With the
+# native checker ([Note: A native tensor checker]) torch's is only its fallback for odd
+# calls, built once; the native one keeps every expectation in one array.
 """
 
 from __future__ import annotations
@@ -46,9 +50,10 @@ from typing import Any, NamedTuple
 
 from ..compiler.kinds import EmitContext, RelationalKind
 from ..errors import GuardKindError
+from . import native_checks
 from .tensor_match import TensorMatch, TensorSpec
 
-__all__ = ["PACKED_MIN", "PACKING_PASSES", "TensorsMatch", "checker_available"]
+__all__ = ["PACKED_MIN", "PACKING_PASSES", "TensorsMatch", "build_checker", "checker_available"]
 
 _TensorGuards: Any
 try:
@@ -68,7 +73,9 @@ def checker_available() -> bool:
 
 class BatchSpec(NamedTuple):
     specs: tuple[TensorSpec, ...]
-    checker: Any  # a TensorGuards, or None
+    # the check, called on the tensors: the native checker or a TensorGuards' ``check``;
+    # None where torch has no TensorGuards
+    checker: Any
 
 
 class TensorsMatch(RelationalKind):
@@ -122,16 +129,7 @@ class TensorsMatch(RelationalKind):
                     f"guard it by TENSOR_MATCH"
                 )
             specs.append(spec)
-        checker = None
-        if _TensorGuards is not None:
-            sizes = [list(s.sizes) for s in specs]
-            strides = [list(s.strides or ()) for s in specs]
-            passes = PACKING_PASSES if len(specs) >= PACKED_MIN else 1
-            built = [_TensorGuards(*value, dynamic_dims_sizes=sizes,
-                                   dynamic_dims_strides=strides) for _ in range(passes)]
-            checker = built[-1]  # [Note: A packed tensor checker]
-            del built
-        return BatchSpec(tuple(specs), checker)
+        return BatchSpec(tuple(specs), build_checker(value, specs))
 
     def holds(self, value: Any, params: BatchSpec) -> bool:
         return (
@@ -142,7 +140,7 @@ class TensorsMatch(RelationalKind):
 
     def emit(self, var: Any, params: BatchSpec, ctx: EmitContext) -> str:
         if params.checker is not None:
-            return f"{ctx.const(params.checker.check, 'tensor_guards')}({', '.join(var)})"
+            return f"{ctx.const(params.checker, 'tensor_guards')}({', '.join(var)})"
         holds = ctx.const(self.holds, "tensors_match")
         return f"{holds}(({', '.join(var)},), {ctx.const(params, 'specs')})"
 
@@ -162,6 +160,24 @@ class TensorsMatch(RelationalKind):
             i, j = shared
             return f"{self.code(name, params)} failed: {name[i]} is the same tensor as {name[j]}"
         return f"{self.code(name, params)} failed"
+
+
+def build_checker(tensors: Any, specs: Any) -> Any:
+    """The check for ``tensors`` against ``specs`` (one TENSOR_MATCH spec each): the native
+    checker where it is on, with torch's as its fallback, else torch's ``check``; None where
+    torch has no TensorGuards."""
+    if _TensorGuards is None:
+        return None
+    sizes = [list(s.sizes) for s in specs]
+    strides = [list(s.strides or ()) for s in specs]
+    passes = 1
+    if not native_checks.enabled() and len(specs) >= PACKED_MIN:
+        passes = PACKING_PASSES
+    built = [_TensorGuards(*tensors, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides)
+             for _ in range(passes)]
+    torch_check = built[-1].check  # [Note: A packed tensor checker]
+    del built
+    return native_checks.tensor_checker(tensors, sizes, strides, torch_check)
 
 
 def _first_shared(values: Any) -> Any:

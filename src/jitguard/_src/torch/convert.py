@@ -39,8 +39,9 @@ comparison, the default).
 #   * TENSOR_MATCH is TENSOR_MATCH (sizes and strides the shape guards decide are left
 #     unchecked, see [Note: Converting shape guards]) plus DIMENSION_DYNAMIC_MARKING. With
 #     ``batch_tensors`` the strided tensors of the capture are checked together by one
-#     TENSORS_MATCH, torch's own C++ tensor checker (~0.2 us a tensor where TENSOR_MATCH in
-#     Python with torch's dispatch-key comparison costs several); it also requires the
+#     TENSORS_MATCH, jitguard's native tensor checker or torch's own C++ one (~7 or ~45 ns
+#     a tensor, where TENSOR_MATCH in Python with torch's dispatch-key comparison costs
+#     several hundred: [Note: A native tensor checker]); it also requires the
 #     tensors to be distinct objects, which Dynamo's guards require of all but parameters
 #     (parameters tied after compiling miss: stricter than torch). The tensor joins Dynamo's no-aliasing group unless Dynamo leaves it out (parameters,
 #     tensors of built-in modules): one NO_ALIASING guard over the group (object identity,

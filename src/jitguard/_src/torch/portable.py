@@ -45,7 +45,7 @@ from ..compiler.schema import register_schema_codec, register_schema_type
 from ..compiler.values import Ident
 from ..errors import GuardSchemaError
 from ..guard_exprs import SLoc
-from .batched import BatchSpec, _TensorGuards
+from .batched import BatchSpec, _TensorGuards, build_checker
 from .dynamo_kinds import MarkingSpec
 from .tensor_match import TensorMatch, TensorSpec
 
@@ -130,11 +130,7 @@ def rebuild_checker(specs: tuple[TensorSpec, ...]) -> Any:
     examples = [example_tensor(s) for s in specs]
     if any(e is None for e in examples):
         return None
-    return _TensorGuards(
-        *examples,
-        dynamic_dims_sizes=[list(s.sizes) for s in specs],
-        dynamic_dims_strides=[list(s.strides or ()) for s in specs],
-    )
+    return build_checker(examples, specs)
 
 
 def _encode_batch(batch: BatchSpec) -> tuple[TensorSpec, ...]:
