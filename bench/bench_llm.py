@@ -318,8 +318,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from jitguard._src.torch import native_checks
+
     print(f"torch {torch.__version__}  python {platform.python_version()}  "
           f"{platform.machine()}  reps={reps}  batch={batch_s * 1e3:.0f} ms  device={args.device}")
+    print(f"tensor checks: {native_checks.describe()}")
     print(f"goals: jitguard's hit overhead <= {GOAL_TORCH}x torch.compile's and <= {GOAL_FLOOR}x "
           "the skip-guards floor; 0 delegated")
     results = []
@@ -330,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     missed = [f"{r['model']}: {k}" for r in results for k, ok in r["goals"].items() if not ok]
     print("\nall goals met" if not missed else "\ngoals missed: " + "; ".join(missed))
     if args.json:
-        print(json.dumps({"torch": torch.__version__, "reps": reps, "batch_s": batch_s,
+        print(json.dumps({"torch": torch.__version__, "tensor_checks": native_checks.describe(),
+                          "reps": reps, "batch_s": batch_s,
                           "models": results}))
     return 0
 

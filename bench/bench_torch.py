@@ -66,6 +66,7 @@ from torch._dynamo.pgo import reset_code_state  # noqa: E402
 
 import jitguard  # noqa: E402
 import jitguard.torch as jgt  # noqa: E402
+from jitguard._src.torch import native_checks  # noqa: E402
 
 GOALS = (
     "goals: whole-call hit overhead (overhead_ns: a no-op graph's call, less the time inside "
@@ -538,6 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     print(f"torch {torch.__version__}  python {platform.python_version()}  "
           f"{platform.machine()}  reps={reps}  batch={target * 1e3:.0f} ms")
+    print(f"tensor checks: {native_checks.describe()}")
     print(GOALS)
     head = (f"{'scenario':<40}{'entries':>9}{'guards':>9}{'check_ns':>18}{'ratio':>7}"
             f"{'call_ns':>18}{'overhead_ns':>18}{'ratio':>7}  verdict")
@@ -589,7 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     missed = [f"{k}: {v}" for k, r in results.items() for v in r["verdict"] if "MISSED" in v]
     print("all goals met" if not missed else "goals missed: " + "; ".join(missed))
     if args.json:
-        print(json.dumps({"torch": torch.__version__, "reps": reps, "scenarios": results}))
+        print(json.dumps({"torch": torch.__version__, "tensor_checks": native_checks.describe(),
+                          "reps": reps, "scenarios": results}))
     return 0
 
 

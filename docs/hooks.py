@@ -104,7 +104,7 @@ SUBSYSTEMS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("torch", "The torch integration",
      "`jitguard.torch.compile`: TorchDynamo's capture, the conversion of its guards, tensor "
      "and module guards, torch's global states.",
-     ("jitguard._src.torch",)),
+     ("jitguard._src.torch", "jitguard._src._torchext")),
     ("observe", "Logs, traces and stacks",
      "What jitguard says about itself: logs, structured traces, user stacks.",
      ("jitguard._src.logs", "jitguard._src.structured", "jitguard._src.stacks")),
