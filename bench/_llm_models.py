@@ -18,7 +18,12 @@ import torch
 # The real depth of the model each name stands for.
 DEPTHS = {"qwen3": 36, "llama": 32, "gpt2": 12, "bert": 12, "vit": 12,
           # Mistral-7B, Gemma2-2B, StarCoder2-3B, OPT-350m, Phi-2
-          "mistral": 32, "gemma2": 26, "starcoder2": 30, "opt": 24, "phi": 32}
+          "mistral": 32, "gemma2": 26, "starcoder2": 30, "opt": 24, "phi": 32,
+          # Qwen2-7B, BLOOM-1b7, Pythia-1.4B, Falcon-7B, GPT-J-6B, Granite-3-8B, OLMo-2-7B,
+          # Phi-3-mini, StableLM-3B, Mixtral-8x7B, Qwen3-30B-A3B, Gemma3-1B
+          "qwen2": 28, "bloom": 24, "gpt_neox": 24, "falcon": 32, "gptj": 28, "granite": 40,
+          "olmo2": 32, "phi3": 32, "stablelm": 32, "mixtral": 32, "qwen3_moe": 48,
+          "gemma3": 26}
 TOKENS = 8
 VOCAB = 512
 
@@ -108,6 +113,26 @@ BUILDERS: dict[str, Callable[[int], tuple[torch.nn.Module, dict[str, Any]]]] = {
     "opt": _decoder("OPTConfig", "OPTForCausalLM", ffn_dim=128, word_embed_proj_dim=64,
                     max_position_embeddings=64, pad_token_id=1),
     "phi": _decoder("PhiConfig", "PhiForCausalLM", intermediate_size=128),
+    # the survey of more architectures (README, docs/real-models.md)
+    "qwen2": _decoder("Qwen2Config", "Qwen2ForCausalLM", intermediate_size=128,
+                      num_key_value_heads=2),
+    "bloom": _decoder("BloomConfig", "BloomForCausalLM"),
+    "gpt_neox": _decoder("GPTNeoXConfig", "GPTNeoXForCausalLM", intermediate_size=128),
+    "falcon": _decoder("FalconConfig", "FalconForCausalLM"),
+    "gptj": _decoder("GPTJConfig", "GPTJForCausalLM", rotary_dim=8),
+    "granite": _decoder("GraniteConfig", "GraniteForCausalLM", intermediate_size=128,
+                        num_key_value_heads=2),
+    "olmo2": _decoder("Olmo2Config", "Olmo2ForCausalLM", intermediate_size=128),
+    "phi3": _decoder("Phi3Config", "Phi3ForCausalLM", intermediate_size=128, pad_token_id=0),
+    "stablelm": _decoder("StableLmConfig", "StableLmForCausalLM", intermediate_size=128,
+                         num_key_value_heads=4),
+    "mixtral": _decoder("MixtralConfig", "MixtralForCausalLM", intermediate_size=64,
+                        num_key_value_heads=2, num_local_experts=4),
+    "qwen3_moe": _decoder("Qwen3MoeConfig", "Qwen3MoeForCausalLM", intermediate_size=64,
+                          moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+                          num_key_value_heads=2, head_dim=16),
+    "gemma3": _decoder("Gemma3TextConfig", "Gemma3ForCausalLM", intermediate_size=128,
+                       num_key_value_heads=2, head_dim=16),
 }
 
 

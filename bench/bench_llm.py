@@ -9,6 +9,8 @@ Run by hand (not a timed test):
     .venv/bin/python bench/bench_llm.py --json           # last line: one JSON object
     .venv/bin/python bench/bench_llm.py --models gpt2 --layers 2   # a subset, at another depth
     .venv/bin/python bench/bench_llm.py --models mistral,gemma2,starcoder2,opt,phi  # others
+    # the survey of more architectures, one --models list (README):
+    #   qwen2,bloom,gpt_neox,falcon,gptj,granite,olmo2,phi3,stablelm,mixtral,qwen3_moe,gemma3
     .venv/bin/python bench/bench_llm.py --device cuda    # on a GPU (absolute times hold there)
 
 Variants, each a copy of the model (its own instance of its own subclass, so that torch

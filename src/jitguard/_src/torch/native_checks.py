@@ -18,8 +18,9 @@ May import: jitguard._src.env, jitguard._src.native, jitguard._src._torchext (it
 #
 # The extension reads the same fields straight from each tensor's ``TensorImpl`` (through
 # torch's own inline accessors, compiled against the torch it loads with) and compares
-# them with expectations packed in one array: ~7 ns a tensor (0.18 us for 20, 2.7 us for
-# 400). Its verdict is torch's checker's:
+# them with expectations packed in one array: ~7-9 ns a tensor (0.18 us for 20, 2.7 us for
+# 400; Qwen3 x36's 401 parameters and input: 3.6 us, against 17.2 us for torch's). Its
+# verdict is torch's checker's:
 #   * it reads only tensors whose sizes and strides are plain integers: no symbolic sizes,
 #     the strided layout, not nested. Any other tensor, or one whose keys (after the
 #     thread-local sets) include a Python dispatch key (torch masks those in some modes and
