@@ -9,7 +9,7 @@
   where torch is importable by the Python running this build, against that torch's headers
   and libraries. pip's isolated build has no torch, so ``make venv`` builds it in place
   afterwards (``python setup.py build_ext --inplace``). Without it, tensor guards run on
-  torch's own checker (slower; ``jitguard.torch.native_tensor_checks()`` says why).
+  torch's own checker (slower; a WARNING on the ``jitguard.torch`` log says why).
   ``JITGUARD_NO_SPEEDUPS=1`` skips it too.
 """
 
@@ -59,7 +59,7 @@ if os.environ.get("JITGUARD_NO_SPEEDUPS") != "1":
     )
 
 
-def torch_extension() -> "Extension | None":
+def torch_extension() -> Extension | None:
     """The C++ tensor checker's build, against the torch this Python imports, or None."""
     try:
         import torch

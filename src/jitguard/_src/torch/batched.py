@@ -1,4 +1,5 @@
-"""TENSORS_MATCH: TENSOR_MATCH on many tensors in one call of torch's C++ tensor checker.
+"""TENSORS_MATCH: TENSOR_MATCH on many tensors in one call of a C++ tensor checker (jitguard's
+native one, or torch's).
 
 May import: jitguard._src.errors, jitguard._src.compiler.kinds,
 jitguard._src.torch.tensor_match, jitguard._src.torch.native_checks, torch.
@@ -16,10 +17,10 @@ jitguard._src.torch.tensor_match, jitguard._src.torch.native_checks, torch.
 # Its reference meaning is TENSOR_MATCH with ``dispatch_keys="torch"`` on each tensor (the
 # same semantics written in Python), and the failure text is that tensor's TENSOR_MATCH
 # text. Where jitguard's native checker is built, the call goes to it instead, with the
-# same verdicts at a sixth of the cost ([Note: A native tensor checker] in
-# native_checks). The checker is built with the dynamic-dims keywords always given (without them the
-# 2.13 binary crashes); if a torch build lacks it, the check falls back to the Python
-# meaning. Only strided tensors are batched.
+# same verdicts at a fifth of the cost ([Note: A native tensor checker] in
+# native_checks). torch's checker is built with the dynamic-dims keywords always given
+# (without them the 2.13 binary crashes); if a torch build lacks it, the check falls back
+# to the Python meaning. Only strided tensors are batched.
 #
 # The C++ checker also insists that no two of its tensors are the same object (a batch is
 # of distinct inputs), so TENSORS_MATCH's meaning includes that: the reference fails, and

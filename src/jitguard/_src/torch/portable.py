@@ -124,7 +124,8 @@ def example_tensor(spec: TensorSpec) -> Optional[torch.Tensor]:
 
 
 def rebuild_checker(specs: tuple[TensorSpec, ...]) -> Any:
-    """torch's C++ checker for ``specs``, built from example tensors, or None."""
+    """The C++ check for ``specs`` (``batched.build_checker``), built from example tensors,
+    or None."""
     if _TensorGuards is None:
         return None
     examples = [example_tensor(s) for s in specs]
