@@ -64,7 +64,8 @@ why_not: Optional[str] = None
 def _load() -> tuple[Any, Optional[str]]:
     if env.flag(native.ENV_VAR):
         return None, f"{native.ENV_VAR}={env.raw(native.ENV_VAR)}"
-    fix = "build it with `python setup.py build_ext --inplace` (make venv does)"
+    fix = ("build it with `python setup.py build_ext --inplace` in this environment "
+           "(setuptools>=77; make venv does)")
     try:
         from .._torchext import ext  # type: ignore[attr-defined]
     except ImportError as e:
