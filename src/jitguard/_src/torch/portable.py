@@ -45,7 +45,7 @@ from ..compiler.schema import register_schema_codec, register_schema_type
 from ..compiler.values import Ident
 from ..errors import GuardSchemaError
 from ..guard_exprs import SLoc
-from .batched import BatchSpec, _TensorGuards, build_checker
+from .batched import BatchSpec, build_checker, checker_available
 from .dynamo_kinds import MarkingSpec
 from .tensor_match import TensorMatch, TensorSpec
 
@@ -126,7 +126,7 @@ def example_tensor(spec: TensorSpec) -> Optional[torch.Tensor]:
 def rebuild_checker(specs: tuple[TensorSpec, ...]) -> Any:
     """The C++ check for ``specs`` (``batched.build_checker``), built from example tensors,
     or None."""
-    if _TensorGuards is None:
+    if not checker_available():
         return None
     examples = [example_tensor(s) for s in specs]
     if any(e is None for e in examples):
